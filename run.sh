@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# End-to-end recipe: corpus -> Kaldi data dirs -> CMVN -> BPE -> data lists ->
+# training -> averaging + recognition + scoring -> TorchScript export.
+# Stages as in WeNet's Switchboard run.sh; run a part with --stage N --stop_stage M.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+# shellcheck disable=SC1091
+. ./path.sh
+
+stage=0
+stop_stage=6
+corpus=synth            # synth (built-in, text-to-speech) | speechocean762 | swbd
+data_root=              # corpus location (speechocean762); synth: where audio is written
+download=false          # speechocean762 only: fetch the public release when data_root lacks it
+swbd1_dir=              # swbd: LDC97S62 (audio) with swb_ms98_transcriptions
+eval2000_dir=           # swbd: "LDC2002S09/hub5e_00 LDC2002T43" (two dirs, space-separated)
+seed=777                # synth corpus generation seed
+nj=2                    # parallel jobs for data preparation
+num_nodes=1             # training: number of machines
+node_rank=0             # training: this machine's index, 0..num_nodes-1
+num_cpu_workers=1       # training processes when no GPU is visible
+feat_dir=raw_wav
+data_type=shard         # shard | raw
+num_utts_per_shard=200
+prefetch=100
+nbpe=0                  # 0: the corpus default (synth 128, speechocean762 256, swbd 2000)
+bpemode=unigram
+train_set=train
+dev_set=dev
+test_sets=              # empty: the corpus default
+train_config=           # empty: the corpus default
+cmvn=true
+dir=                    # empty: exp/<corpus>_<config name>
+checkpoint=             # resume training from this checkpoint
+init_method=            # DDP init file (file://...); empty: $dir/ddp_init
+average_checkpoint=true
+decode_checkpoint=      # empty: $dir/avg_${average_num}.pt
+average_num=5
+decode_modes="ctc_greedy_search ctc_prefix_beam_search attention attention_rescoring"
+
+help_message="Usage: $0 [options]
+Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in corpus).
+  --stage N / --stop_stage M   first and last stage (0 data, 1 cmvn, 2 bpe, 3 lists,
+                               4 train, 5 average+decode+score, 6 export)
+  --corpus NAME                synth (default) | speechocean762 | swbd
+  --data_root DIR              corpus location
+  --train_config FILE          model/training yaml (default per corpus)
+  --dir DIR                    experiment directory
+  --num_nodes N --node_rank R  multi-node training (shared init file on a shared disk)
+  --num_cpu_workers N          CPU training processes when no GPU is visible
+  --checkpoint FILE            resume training
+  --decode_modes \"...\"         recognition modes for stage 5
+Every variable at the top of run.sh is an option: --name value."
+. tools/parse_options.sh
+
+case "${corpus}" in
+  synth)
+    : "${data_root:=corpus/synth}"; [ "${nbpe}" -gt 0 ] || nbpe=128
+    : "${test_sets:=test}"; : "${train_config:=conf/train_conformer.yaml}" ;;
+  speechocean762)
+    : "${data_root:=../shared/corpora/speechocean762}"; [ "${nbpe}" -gt 0 ] || nbpe=256
+    : "${test_sets:=dev}"; : "${train_config:=conf/train_conformer_speechocean762.yaml}" ;;
+  swbd)
+    [ "${nbpe}" -gt 0 ] || nbpe=2000; train_set=train_nodup; dev_set=train_dev
+    : "${test_sets:=eval2000}"; : "${train_config:=conf/train_conformer_swbd.yaml}" ;;
+  *) echo "$0: unknown corpus '${corpus}' (synth, speechocean762, swbd)" >&2; exit 1 ;;
+esac
+: "${dir:=exp/${corpus}_$(basename "${train_config}" .yaml)}"
+dict=data/lang_char/${train_set}_${bpemode}${nbpe}_units.txt
+bpemodel=data/lang_char/${train_set}_${bpemode}${nbpe}
+
+run_start=$(date +%s)
+stage_start=${run_start}
+banner() {
+  stage_start=$(date +%s)
+  echo "================ stage $1: $2 ($(date '+%F %T')) ================"
+}
+stage_done() {
+  local now; now=$(date +%s)
+  echo "---------------- stage $1 done in $((now - stage_start)) s (total $((now - run_start)) s)"
+}
+# A stage whose code has not landed yet says so and fails: never pretend to have run.
+need() {
+  local f
+  for f in "$@"; do
+    if [ ! -e "${f}" ]; then
+      echo "$0: stage ${current_stage} needs ${f}, which is not implemented yet" >&2
+      exit 2
+    fi
+  done
+}
+run_stage() { [ "${stage}" -le "$1" ] && [ "${stop_stage}" -ge "$1" ]; }
+
+if run_stage 0; then
+  current_stage=0; banner 0 "data preparation (${corpus})"
+  case "${corpus}" in
+    synth)
+      need local/synth_data_prep.sh
+      local/synth_data_prep.sh --nj "${nj}" --seed "${seed}" "${data_root}" data ;;
+    speechocean762)
+      need local/speechocean762_data_prep.sh
+      local/speechocean762_data_prep.sh --download "${download}" "${data_root}" data ;;
+    swbd)
+      need local/swbd_stage0.sh
+      local/swbd_stage0.sh "${swbd1_dir}" "${eval2000_dir}" data ;;
+  esac
+  stage_done 0
+fi
+
+if run_stage 1; then
+  current_stage=1; banner 1 "global CMVN"
+  need tools/compute_cmvn_stats.py
+  mkdir -p "${feat_dir}"
+  for x in "${train_set}" "${dev_set}" ${test_sets}; do
+    rm -rf "${feat_dir:?}/${x}"
+    cp -r "data/${x}" "${feat_dir}/${x}"
+  done
+  python tools/compute_cmvn_stats.py --num_workers "${nj}" --train_config "${train_config}" \
+    --in_scp "data/${train_set}/wav.scp" --out_cmvn "${feat_dir}/${train_set}/global_cmvn"
+  stage_done 1
+fi
+
+if run_stage 2; then
+  current_stage=2; banner 2 "BPE model and units (${bpemode}, ${nbpe})"
+  need tools/spm_train tools/spm_encode
+  mkdir -p data/lang_char
+  cut -f 2- -d" " "data/${train_set}/text" > "data/lang_char/input_${train_set}.txt"
+  extra=()
+  [ "${corpus}" = swbd ] && extra=(--user_defined_symbols="[LAUGHTER],[NOISE],[VOCALIZED-NOISE]")
+  tools/spm_train --input="data/lang_char/input_${train_set}.txt" --vocab_size="${nbpe}" \
+    --model_type="${bpemode}" --model_prefix="${bpemodel}" --input_sentence_size=100000000 \
+    --character_coverage=1.0 "${extra[@]}"
+  { echo "<blank> 0"; echo "<unk> 1"
+    tools/spm_encode --model="${bpemodel}.model" --output_format=piece \
+      < "data/lang_char/input_${train_set}.txt" | tr ' ' '\n' | sed '/^$/d' | sort -u \
+      | awk '{print $0 " " NR+1}'
+  } > "${dict}.tmp"
+  echo "<sos/eos> $(wc -l < "${dict}.tmp")" >> "${dict}.tmp"
+  mv "${dict}.tmp" "${dict}"
+  echo "units: $(wc -l < "${dict}") entries in ${dict}"
+  stage_done 2
+fi
+
+if run_stage 3; then
+  current_stage=3; banner 3 "data lists (${data_type})"
+  need tools/make_shard_list.py tools/make_raw_list.py
+  for x in "${dev_set}" ${test_sets} "${train_set}"; do
+    seg=()
+    [ -f "${feat_dir}/${x}/segments" ] && seg=(--segments "${feat_dir}/${x}/segments")
+    if [ "${data_type}" = shard ]; then
+      python tools/make_shard_list.py --num_utts_per_shard "${num_utts_per_shard}" \
+        --num_threads "${nj}" "${seg[@]}" "${feat_dir}/${x}/wav.scp" "${feat_dir}/${x}/text" \
+        "$(realpath -m "${feat_dir}/${x}/shards")" "${feat_dir}/${x}/data.list"
+    else
+      python tools/make_raw_list.py "${seg[@]}" "${feat_dir}/${x}/wav.scp" \
+        "${feat_dir}/${x}/text" "${feat_dir}/${x}/data.list"
+    fi
+  done
+  stage_done 3
+fi
+
+if run_stage 4; then
+  current_stage=4; banner 4 "training (${train_config} -> ${dir})"
+  need wenet/bin/train.py tools/launch_train.sh
+  cmvn_opts=()
+  "${cmvn}" && cmvn_opts=(--cmvn "${feat_dir}/${train_set}/global_cmvn")
+  tools/launch_train.sh --num_nodes "${num_nodes}" --node_rank "${node_rank}" \
+    --num_cpu_workers "${num_cpu_workers}" --init_method "${init_method}" -- \
+    --config "${train_config}" --data_type "${data_type}" --symbol_table "${dict}" \
+    --bpe_model "${bpemodel}.model" --prefetch "${prefetch}" \
+    --train_data "${feat_dir}/${train_set}/data.list" --cv_data "${feat_dir}/${dev_set}/data.list" \
+    ${checkpoint:+--checkpoint "${checkpoint}"} --model_dir "${dir}" \
+    --tensorboard_dir "${dir}/tensorboard" --num_workers 1 "${cmvn_opts[@]}"
+  stage_done 4
+fi
+
+if run_stage 5; then
+  current_stage=5; banner 5 "average, recognise (${decode_modes}), score"
+  need wenet/bin/average_model.py wenet/bin/recognize.py tools/compute-wer.py
+  if [ -z "${decode_checkpoint}" ]; then
+    decode_checkpoint="${dir}/avg_${average_num}.pt"
+    if "${average_checkpoint}"; then
+      python wenet/bin/average_model.py --dst_model "${decode_checkpoint}" \
+        --src_path "${dir}" --num "${average_num}" --val_best
+    fi
+  fi
+  for x in ${test_sets}; do
+    python wenet/bin/recognize.py --gpu -1 --modes "${decode_modes}" \
+      --config "${dir}/train.yaml" --data_type "${data_type}" \
+      --test_data "${feat_dir}/${x}/data.list" --checkpoint "${decode_checkpoint}" \
+      --beam_size 10 --batch_size 16 --penalty 0.0 --dict "${dict}" \
+      --bpe_model "${bpemodel}.model" --ctc_weight 0.5 --reverse_weight 0.0 \
+      --result_dir "${dir}/${x}"
+    for mode in ${decode_modes}; do
+      python tools/compute-wer.py --char=0 --v=1 "data/${x}/text" \
+        "${dir}/${x}/${mode}/text" > "${dir}/${x}/${mode}/wer"
+    done
+    { echo "| ${x}: mode | WER |"; echo "|---|---|"
+      for mode in ${decode_modes}; do
+        echo "| ${mode} | $(grep Overall "${dir}/${x}/${mode}/wer" | awk '{print $3}') % |"
+      done; } | tee "${dir}/${x}/wer_summary.md"
+  done
+  stage_done 5
+fi
+
+if run_stage 6; then
+  current_stage=6; banner 6 "TorchScript export"
+  need wenet/bin/export_jit.py
+  [ -n "${decode_checkpoint}" ] || decode_checkpoint="${dir}/avg_${average_num}.pt"
+  python wenet/bin/export_jit.py --config "${dir}/train.yaml" --checkpoint "${decode_checkpoint}" \
+    --output_file "${dir}/final.zip" --output_quant_file "${dir}/final_quant.zip"
+  stage_done 6
+fi
+echo "run.sh: stages ${stage}-${stop_stage} finished in $(( $(date +%s) - run_start )) s"

@@ -1,0 +1,68 @@
+"""Audio reading shared by CMVN, shard making and the data pipeline.
+
+torchaudio 2.11 has no load/save without FFmpeg, so audio goes through
+soundfile. A ``wav.scp`` value is either a path or a Kaldi pipe command ending
+in ``|`` whose standard output is an audio file.
+"""
+from __future__ import annotations
+
+import io
+import subprocess
+from typing import Optional, Tuple
+
+import numpy as np
+import soundfile as sf
+import torch
+import torchaudio
+
+
+class AudioError(RuntimeError):
+    """Audio that cannot be read or decoded; the message names the source."""
+
+
+def read_audio_bytes(spec: str) -> bytes:
+    """The encoded bytes behind a wav.scp value (a path or ``cmd |``)."""
+    spec = spec.strip()
+    if spec.endswith("|"):
+        cmd = spec[:-1].strip()
+        proc = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if proc.returncode != 0:
+            err = proc.stderr.decode("utf-8", "replace").strip()
+            raise AudioError(f"command '{cmd}' failed with exit code {proc.returncode}: {err}")
+        return proc.stdout
+    try:
+        with open(spec, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise AudioError(f"cannot read audio file {spec}: {e}") from e
+
+
+def decode_audio(data: bytes, name: str = "<bytes>") -> Tuple[torch.Tensor, int]:
+    """Decode WAV/FLAC/OGG bytes → (float32 tensor (channels, samples) in [-1, 1], rate)."""
+    try:
+        samples, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
+    except Exception as e:  # soundfile raises several types for bad data
+        raise AudioError(f"cannot decode audio {name}: {e}") from e
+    return torch.from_numpy(np.ascontiguousarray(samples.T)), int(rate)
+
+
+def load_audio(spec: str, start: float = 0.0, end: Optional[float] = None) -> Tuple[torch.Tensor, int]:
+    """Read a wav.scp value, optionally cut to [start, end) seconds (end -1 or None: to the end)."""
+    wav, rate = decode_audio(read_audio_bytes(spec), spec)
+    if start > 0 or (end is not None and end >= 0):
+        first = int(round(start * rate))
+        last = wav.shape[1] if end is None or end < 0 else int(round(end * rate))
+        wav = wav[:, first:last]
+    return wav, rate
+
+
+def to_mono(wav: torch.Tensor) -> torch.Tensor:
+    """(channels, samples) → (1, samples) by averaging channels."""
+    return wav if wav.shape[0] == 1 else wav.mean(dim=0, keepdim=True)
+
+
+def resample(wav: torch.Tensor, orig: int, new: int) -> torch.Tensor:
+    """Band-limited resampling (torchaudio.functional.resample); identity when rates match."""
+    if orig == new:
+        return wav
+    return torchaudio.functional.resample(wav, orig, new)

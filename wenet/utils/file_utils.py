@@ -1,0 +1,89 @@
+"""Readers for the Kaldi/WeNet text formats (GUIDE §2).
+
+Every reader raises ``ValueError`` naming the file and line at fault, so a bad
+data directory is reported where it is, not as a crash far downstream.
+"""
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Tuple
+
+
+def _open_text(path: str):
+    return open(path, "r", encoding="utf-8")
+
+
+def read_lists(path: str) -> List[str]:
+    """Non-empty lines of ``path`` with surrounding whitespace stripped."""
+    with _open_text(path) as f:
+        return [line.strip() for line in f if line.strip()]
+
+
+def read_kaldi_map(path: str, allow_empty_value: bool = False) -> Dict[str, str]:
+    """``key value...`` lines → {key: value}; duplicate keys are an error.
+
+    The value is the rest of the line after the first run of whitespace.
+    """
+    out: Dict[str, str] = {}
+    with _open_text(path) as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            parts = line.strip().split(maxsplit=1)
+            key = parts[0]
+            value = parts[1] if len(parts) > 1 else ""
+            if not value and not allow_empty_value:
+                raise ValueError(f"{path}:{lineno}: no value for key '{key}'")
+            if key in out:
+                raise ValueError(f"{path}:{lineno}: duplicate key '{key}'")
+            out[key] = value
+    return out
+
+
+def read_segments(path: str) -> Dict[str, Tuple[str, float, float]]:
+    """Kaldi ``segments``: ``seg rec start end`` → {seg: (rec, start, end)} in seconds."""
+    out: Dict[str, Tuple[str, float, float]] = {}
+    with _open_text(path) as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            parts = line.split()
+            if len(parts) != 4:
+                raise ValueError(f"{path}:{lineno}: expected 'seg rec start end', got {line.strip()!r}")
+            try:
+                start, end = float(parts[2]), float(parts[3])
+            except ValueError:
+                raise ValueError(f"{path}:{lineno}: start/end are not numbers: {line.strip()!r}") from None
+            if end != -1 and end <= start:
+                raise ValueError(f"{path}:{lineno}: end {end} is not after start {start}")
+            if parts[0] in out:
+                raise ValueError(f"{path}:{lineno}: duplicate segment '{parts[0]}'")
+            out[parts[0]] = (parts[1], start, end)
+    return out
+
+
+def read_symbol_table(path: str) -> Dict[str, int]:
+    """``units.txt`` (``token id`` per line) → {token: id}."""
+    table: Dict[str, int] = {}
+    with _open_text(path) as f:
+        for lineno, line in enumerate(f, 1):
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
+                raise ValueError(f"{path}:{lineno}: expected 'token id', got {line.strip()!r}")
+            if parts[0] in table:
+                raise ValueError(f"{path}:{lineno}: duplicate token '{parts[0]}'")
+            table[parts[0]] = int(parts[1])
+    return table
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

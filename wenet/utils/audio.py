@@ -49,11 +49,20 @@ def decode_audio(data: bytes, name: str = "<bytes>") -> Tuple[torch.Tensor, int]
 def load_audio(spec: str, start: float = 0.0, end: Optional[float] = None) -> Tuple[torch.Tensor, int]:
     """Read a wav.scp value, optionally cut to [start, end) seconds (end -1 or None: to the end)."""
     wav, rate = decode_audio(read_audio_bytes(spec), spec)
+    return cut_audio(wav, rate, start, end), rate
+
+
+def cut_audio(wav: torch.Tensor, rate: int, start: float = 0.0,
+              end: Optional[float] = None) -> torch.Tensor:
+    """Samples [round(start*rate), round(end*rate)) of (channels, samples); end -1/None: to the end.
+
+    Shared by load_audio and the tools that decode a recording once and cut many segments.
+    """
     if start > 0 or (end is not None and end >= 0):
         first = int(round(start * rate))
         last = wav.shape[1] if end is None or end < 0 else int(round(end * rate))
         wav = wav[:, first:last]
-    return wav, rate
+    return wav
 
 
 def to_mono(wav: torch.Tensor) -> torch.Tensor:

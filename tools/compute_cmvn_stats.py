@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Global CMVN statistics of a training set (run.sh stage 1).
+
+Features are the training fbank (the config's dataset_conf.fbank_conf and
+resample_conf, without dither); the output is WeNet's one-line JSON
+``global_cmvn``. A ``segments`` file beside wav.scp is honoured unless
+--segments says otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import List, Optional
+
+import yaml
+
+from wenet.utils.cmvn import compute_cmvn_stats, feature_conf_from_config, save_cmvn
+from wenet.utils.data_list import read_utterances
+
+
+def get_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--num_workers", type=int, default=1, help="worker processes")
+    p.add_argument("--train_config", required=True, help="training yaml (dataset_conf)")
+    p.add_argument("--in_scp", required=True, help="wav.scp of the training set")
+    p.add_argument("--segments", default=None,
+                   help="Kaldi segments file (default: 'segments' beside --in_scp, if present; "
+                        "'none' to ignore it)")
+    p.add_argument("--out_cmvn", required=True, help="output global_cmvn (JSON)")
+    return p.parse_args(argv)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = get_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    with open(args.train_config, "r", encoding="utf-8") as f:
+        configs = yaml.safe_load(f) or {}
+    conf = feature_conf_from_config(configs, args.train_config)
+    segments = args.segments
+    if segments is None:
+        beside = os.path.join(os.path.dirname(args.in_scp), "segments")
+        segments = beside if os.path.isfile(beside) else None
+    elif segments == "none":
+        segments = None
+    if segments:
+        logging.info("using segments %s", segments)
+    utts = read_utterances(args.in_scp, segments)
+    stats, num_failed = compute_cmvn_stats(utts, conf, args.num_workers)
+    if stats.frame_num == 0:
+        logging.error("no features computed: all %d utterances of %s failed", num_failed, args.in_scp)
+        return 1
+    save_cmvn(stats, args.out_cmvn)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

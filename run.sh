@@ -122,7 +122,7 @@ fi
 
 if run_stage 2; then
   current_stage=2; banner 2 "BPE model and units (${bpemode}, ${nbpe})"
-  need tools/spm_train tools/spm_encode
+  need tools/spm_train tools/spm_encode tools/make_units.sh
   mkdir -p data/lang_char
   cut -f 2- -d" " "data/${train_set}/text" > "data/lang_char/input_${train_set}.txt"
   extra=()
@@ -130,13 +130,7 @@ if run_stage 2; then
   tools/spm_train --input="data/lang_char/input_${train_set}.txt" --vocab_size="${nbpe}" \
     --model_type="${bpemode}" --model_prefix="${bpemodel}" --input_sentence_size=100000000 \
     --character_coverage=1.0 "${extra[@]}"
-  { echo "<blank> 0"; echo "<unk> 1"
-    tools/spm_encode --model="${bpemodel}.model" --output_format=piece \
-      < "data/lang_char/input_${train_set}.txt" | tr ' ' '\n' | sed '/^$/d' | sort -u \
-      | awk '{print $0 " " NR+1}'
-  } > "${dict}.tmp"
-  echo "<sos/eos> $(wc -l < "${dict}.tmp")" >> "${dict}.tmp"
-  mv "${dict}.tmp" "${dict}"
+  tools/make_units.sh "${bpemodel}.model" "data/lang_char/input_${train_set}.txt" "${dict}"
   echo "units: $(wc -l < "${dict}") entries in ${dict}"
   stage_done 2
 fi

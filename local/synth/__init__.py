@@ -1,0 +1,6 @@
+"""The built-in speech corpus: English sentences spoken by Debian TTS engines.
+
+``sentences`` writes the texts, ``voices`` lists the engine voices and splits
+them into train/dev/test, ``augment`` makes the audio less clean, ``generate``
+plans and synthesises the corpus, ``summary`` reports the sizes of data dirs.
+"""

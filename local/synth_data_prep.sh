@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Stage 0 of the built-in corpus: synthesise English speech with espeak-ng and
+# flite (local/synth), then make Kaldi data dirs <data>/{train,dev,test} from it:
+# normalised text, fixed and validated. A rerun on a finished corpus only
+# redoes the cheap list steps. Dev/test voices and sentences are held out from
+# training (see local/synth/voices.py and local/synth/generate.py).
+set -euo pipefail
+
+nj=2
+seed=777
+train_utts=1850   # sizes; the defaults make about 1.2 h / 10 min / 10 min
+dev_utts=250
+test_utts=250
+help_message="Usage: $0 [options] <corpus-dir> <data-dir>
+  e.g. $0 --nj 2 --seed 777 corpus/synth data
+Options:
+  --nj N            parallel synthesis jobs (default ${nj})
+  --seed N          corpus seed: same seed, same texts, voices and audio (default ${seed})
+  --train_utts N    utterances in train (default ${train_utts})
+  --dev_utts N      utterances in dev (default ${dev_utts})
+  --test_utts N     utterances in test (default ${test_utts})"
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export PYTHONPATH="${root}${PYTHONPATH:+:${PYTHONPATH}}"
+# shellcheck disable=SC1091
+. "${root}/tools/parse_options.sh"
+
+if [ "$#" -ne 2 ]; then
+  printf '%s\n' "${help_message}" >&2; exit 1
+fi
+corpus_dir=$1
+data=$2
+for engine in espeak-ng flite; do
+  command -v "${engine}" > /dev/null 2>&1 \
+    || { echo "$0: ${engine} is not installed (tools/install.sh installs it)" >&2; exit 1; }
+done
+
+python -m local.synth.generate --data_root "${corpus_dir}" --seed "${seed}" --nj "${nj}" \
+  --train_utts "${train_utts}" --dev_utts "${dev_utts}" --test_utts "${test_utts}"
+
+for x in train dev test; do
+  mkdir -p "${data}/${x}"
+  rm -rf "${data:?}/${x}/.backup"
+  for f in wav.scp utt2spk spk2utt; do
+    cp "${corpus_dir}/lists/${x}/${f}" "${data}/${x}/${f}"
+  done
+  python "${root}/tools/normalize_text.py" < "${corpus_dir}/lists/${x}/text" > "${data}/${x}/text"
+  "${root}/tools/fix_data_dir.sh" "${data}/${x}"
+  "${root}/tools/validate_data_dir.sh" --no-feats "${data}/${x}"
+done
+
+echo "$0: corpus ${corpus_dir} (seed ${seed}) -> ${data}/{train,dev,test}"
+python -m local.synth.summary "${data}/train" "${data}/dev" "${data}/test"

@@ -1,0 +1,151 @@
+"""Average epoch checkpoints ``{N}.pt`` of an experiment into one model.
+
+Selection: with ``--val_best`` the ``num`` epochs with the lowest ``cv_loss``
+in ``{N}.yaml``; otherwise the ``num`` newest epochs.  Only files named
+exactly ``{N}.pt`` count (not ``avg_*.pt``, ``init.pt``, ``step_*.pt``, ...).
+Floating tensors are summed in float64 and cast back to their dtype; integer
+and bool tensors (``num_batches_tracked``, ...) cannot be meaningfully
+averaged and are copied from the reference checkpoint: the best one with
+``--val_best``, the newest one otherwise.
+
+``--use_model_avg`` writes instead the training-time running average
+``{N}.avg.pt`` of the newest (or val-best) epoch, cast to the dtypes of
+``{N}.pt`` when that file exists (float32 otherwise).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+from typing import Dict, List, Optional, Tuple
+
+import torch
+import yaml
+
+_EPOCH_PT = re.compile(r"^(\d+)\.pt$")
+
+
+def list_epoch_checkpoints(src_path: str) -> Dict[int, str]:
+    """{N: path} of the ``{N}.pt`` files in ``src_path``."""
+    if not os.path.isdir(src_path):
+        raise FileNotFoundError(f"checkpoint directory {src_path} does not exist")
+    out = {}
+    for name in os.listdir(src_path):
+        m = _EPOCH_PT.match(name)
+        if m:
+            out[int(m.group(1))] = os.path.join(src_path, name)
+    return out
+
+
+def _read_cv_loss(yaml_path: str, n: int) -> Optional[Tuple[float, int]]:
+    """(cv_loss, epoch) from ``{N}.yaml``, or None (with a warning) when unusable."""
+    if not os.path.exists(yaml_path):
+        logging.warning("%s missing: epoch checkpoint %d not ranked", yaml_path, n)
+        return None
+    with open(yaml_path, "r", encoding="utf-8") as f:
+        info = yaml.safe_load(f) or {}
+    if not isinstance(info, dict) or info.get("cv_loss") is None:
+        logging.warning("%s has no cv_loss: epoch checkpoint %d not ranked", yaml_path, n)
+        return None
+    return float(info["cv_loss"]), int(info.get("epoch", n))
+
+
+def select_checkpoints(src_path: str, num: int, val_best: bool, min_epoch: int = 0,
+                       max_epoch: int = 1 << 62) -> List[int]:
+    """Epoch numbers to average, the reference (best or newest) one first."""
+    ckpts = list_epoch_checkpoints(src_path)
+    if val_best:
+        ranked = []
+        for n in ckpts:
+            got = _read_cv_loss(os.path.join(src_path, f"{n}.yaml"), n)
+            if got is not None and min_epoch <= got[1] <= max_epoch:
+                ranked.append((got[0], n))
+        ranked.sort()
+        chosen = [n for _, n in ranked[:num]]
+        for loss, n in ranked[:num]:
+            logging.info("epoch %d cv_loss %.6f", n, loss)
+        what = f"epoch checkpoints with a cv_loss in epochs [{min_epoch}, {max_epoch}]"
+        found = len(ranked)
+    else:
+        eligible = sorted((n for n in ckpts if min_epoch <= n <= max_epoch), reverse=True)
+        chosen = eligible[:num]
+        what = f"epoch checkpoints {{N}}.pt with {min_epoch} <= N <= {max_epoch}"
+        found = len(eligible)
+    if found < num:
+        raise ValueError(f"asked to average {num} checkpoints but found only {found} {what} "
+                         f"in {src_path}")
+    return chosen
+
+
+def _load(path: str) -> Dict[str, torch.Tensor]:
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(state, dict):
+        raise ValueError(f"{path}: not a state_dict")
+    return state
+
+
+def average_state_dicts(paths: List[str]) -> Dict[str, torch.Tensor]:
+    """Mean of the floating tensors of ``paths``; other tensors from ``paths[0]``."""
+    ref = _load(paths[0])
+    sums = {k: v.to(torch.float64) for k, v in ref.items() if v.is_floating_point()}
+    for path in paths[1:]:
+        state = _load(path)
+        if set(state) != set(ref):
+            diff = sorted(set(state) ^ set(ref))[:5]
+            raise ValueError(f"{path} and {paths[0]} have different keys (e.g. {diff})")
+        for k in sums:
+            if state[k].shape != ref[k].shape:
+                raise ValueError(f"{path}: '{k}' has shape {tuple(state[k].shape)}, "
+                                 f"{paths[0]} has {tuple(ref[k].shape)}")
+            sums[k] += state[k].to(torch.float64)
+    return {k: (sums[k] / len(paths)).to(v.dtype) if k in sums else v.clone()
+            for k, v in ref.items()}
+
+
+def running_average(src_path: str, n: int) -> Dict[str, torch.Tensor]:
+    """``{n}.avg.pt`` cast to the dtypes of ``{n}.pt`` (float32 without it)."""
+    avg_path = os.path.join(src_path, f"{n}.avg.pt")
+    if not os.path.exists(avg_path):
+        raise FileNotFoundError(f"{avg_path} not found: was training run with a model average?")
+    avg = _load(avg_path)
+    pt = os.path.join(src_path, f"{n}.pt")
+    dtypes = {k: v.dtype for k, v in _load(pt).items()} if os.path.exists(pt) else {}
+    return {k: v.to(dtypes.get(k, torch.float32)) if v.is_floating_point() else v
+            for k, v in avg.items()}
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dst_model", required=True, help="averaged model to write")
+    parser.add_argument("--src_path", required=True, help="directory holding {N}.pt, {N}.yaml")
+    parser.add_argument("--num", type=int, default=5, help="how many checkpoints to average")
+    parser.add_argument("--val_best", action="store_true", help="lowest cv_loss, not newest")
+    parser.add_argument("--min_epoch", type=int, default=0)
+    parser.add_argument("--max_epoch", type=int, default=1 << 62)
+    parser.add_argument("--use_model_avg", action="store_true",
+                        help="write the running average {N}.avg.pt of the chosen epoch")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    if args.num < 1:
+        parser.error("--num must be at least 1")
+    if args.use_model_avg:
+        n = select_checkpoints(args.src_path, 1, args.val_best, args.min_epoch,
+                               args.max_epoch)[0]
+        logging.info("writing the running average of epoch %d", n)
+        state = running_average(args.src_path, n)
+    else:
+        chosen = select_checkpoints(args.src_path, args.num, args.val_best, args.min_epoch,
+                                    args.max_epoch)
+        paths = [os.path.join(args.src_path, f"{n}.pt") for n in chosen]
+        logging.info("averaging %s", " ".join(paths))
+        state = average_state_dicts(paths)
+    os.makedirs(os.path.dirname(os.path.abspath(args.dst_model)), exist_ok=True)
+    tmp = f"{args.dst_model}.tmp.{os.getpid()}"
+    torch.save(state, tmp)
+    os.replace(tmp, args.dst_model)
+    logging.info("wrote %s", args.dst_model)
+
+
+if __name__ == "__main__":
+    main()

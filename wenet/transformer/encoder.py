@@ -1,0 +1,251 @@
+"""Transformer and Conformer encoders with U2 chunk masks and chunk-by-chunk streaming."""
+from __future__ import annotations
+
+import logging
+from typing import List, Optional, Tuple
+
+import torch
+
+from wenet.transformer.attention import MultiHeadedAttention, RelPositionMultiHeadedAttention
+from wenet.transformer.cmvn import GlobalCMVN
+from wenet.transformer.convolution import ConvolutionModule
+from wenet.transformer.embedding import PositionalEncoding, RelPositionalEncoding
+from wenet.transformer.encoder_layer import ConformerEncoderLayer, TransformerEncoderLayer
+from wenet.transformer.positionwise_feed_forward import PositionwiseFeedForward
+from wenet.transformer.subsampling import SUBSAMPLING_CLASSES
+from wenet.utils.common import get_activation
+from wenet.utils.mask import add_optional_chunk_mask, make_pad_mask
+
+POS_ENC_CLASSES = {"abs_pos": PositionalEncoding, "rel_pos": RelPositionalEncoding}
+
+
+def _attention_class(pos_enc_layer_type: str,
+                     selfattention_layer_type: Optional[str]) -> type:
+    """WeNet picks the attention from the positional encoding (rel_pos → rel_selfattn,
+    else selfattn); an explicit selfattention_layer_type that disagrees is logged."""
+    if pos_enc_layer_type not in POS_ENC_CLASSES:
+        raise ValueError(f"unknown pos_enc_layer_type '{pos_enc_layer_type}' "
+                         f"(one of {sorted(POS_ENC_CLASSES)})")
+    wanted = "rel_selfattn" if pos_enc_layer_type == "rel_pos" else "selfattn"
+    if selfattention_layer_type is None:
+        selfattention_layer_type = wanted
+    if selfattention_layer_type not in ("selfattn", "rel_selfattn"):
+        raise ValueError(f"unknown selfattention_layer_type '{selfattention_layer_type}' "
+                         "(selfattn or rel_selfattn)")
+    if selfattention_layer_type != wanted:
+        logging.warning("selfattention_layer_type %s does not match pos_enc_layer_type %s; "
+                        "using %s as WeNet does", selfattention_layer_type,
+                        pos_enc_layer_type, wanted)
+    if wanted == "rel_selfattn":
+        return RelPositionMultiHeadedAttention
+    return MultiHeadedAttention
+
+
+class BaseEncoder(torch.nn.Module):
+    """CMVN → subsampling + positional encoding → encoder blocks → final LayerNorm.
+
+    Chunk options (U2): ``static_chunk_size`` > 0 trains/decodes with a fixed
+    chunk; ``use_dynamic_chunk`` draws a chunk size per batch in training;
+    ``use_dynamic_left_chunk`` also draws how many left chunks are visible.
+    """
+
+    def __init__(self, input_size: int, output_size: int = 256, attention_heads: int = 4,
+                 linear_units: int = 2048, num_blocks: int = 6, dropout_rate: float = 0.1,
+                 positional_dropout_rate: float = 0.1, attention_dropout_rate: float = 0.0,
+                 input_layer: str = "conv2d", pos_enc_layer_type: str = "abs_pos",
+                 normalize_before: bool = True, static_chunk_size: int = 0,
+                 use_dynamic_chunk: bool = False, global_cmvn: Optional[GlobalCMVN] = None,
+                 use_dynamic_left_chunk: bool = False):
+        super().__init__()
+        if input_layer not in SUBSAMPLING_CLASSES:
+            raise ValueError(f"unknown input_layer '{input_layer}' "
+                             f"(one of {sorted(SUBSAMPLING_CLASSES)})")
+        if pos_enc_layer_type not in POS_ENC_CLASSES:
+            raise ValueError(f"unknown pos_enc_layer_type '{pos_enc_layer_type}' "
+                             f"(one of {sorted(POS_ENC_CLASSES)})")
+        self._output_size = output_size
+        self.global_cmvn = global_cmvn
+        self.embed = SUBSAMPLING_CLASSES[input_layer](
+            input_size, output_size, dropout_rate,
+            POS_ENC_CLASSES[pos_enc_layer_type](output_size, positional_dropout_rate))
+        self.normalize_before = normalize_before
+        self.after_norm = torch.nn.LayerNorm(output_size, eps=1e-5)
+        self.static_chunk_size = static_chunk_size
+        self.use_dynamic_chunk = use_dynamic_chunk
+        self.use_dynamic_left_chunk = use_dynamic_left_chunk
+        # filled by subclasses
+        self.encoders = torch.nn.ModuleList()
+
+    def output_size(self) -> int:
+        """Dimension of the encoder output."""
+        return self._output_size
+
+    def forward(self, xs: torch.Tensor, xs_lens: torch.Tensor,
+                decoding_chunk_size: int = 0, num_decoding_left_chunks: int = -1
+                ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Full-utterance forward: xs (B, T, D_in), xs_lens (B,) → (out (B, T', D), mask (B, 1, T')).
+
+        ``decoding_chunk_size``: 0 = training behaviour (dynamic draw if enabled),
+        < 0 full context, > 0 that chunk size with ``num_decoding_left_chunks``
+        (only with use_dynamic_chunk; static_chunk_size otherwise rules).
+        """
+        masks = ~make_pad_mask(xs_lens, xs.size(1)).unsqueeze(1)  # (B, 1, T)
+        if self.global_cmvn is not None:
+            xs = self.global_cmvn(xs)
+        xs, pos_emb, masks = self.embed(xs, masks)
+        mask_pad = masks
+        chunk_masks = add_optional_chunk_mask(xs, masks, self.use_dynamic_chunk,
+                                              self.use_dynamic_left_chunk,
+                                              decoding_chunk_size, self.static_chunk_size,
+                                              num_decoding_left_chunks)
+        for layer in self.encoders:
+            xs, chunk_masks, _, _ = layer(xs, chunk_masks, pos_emb, mask_pad)
+        if self.normalize_before:
+            xs = self.after_norm(xs)
+        return xs, masks
+
+    def forward_chunk(self, xs: torch.Tensor, offset: int, required_cache_size: int,
+                      att_cache: torch.Tensor = torch.zeros(0, 0, 0, 0),
+                      cnn_cache: torch.Tensor = torch.zeros(0, 0, 0, 0),
+                      att_mask: torch.Tensor = torch.ones((0, 0, 0), dtype=torch.bool)
+                      ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Encode one chunk of a single utterance given the caches of the previous chunks.
+
+        xs (1, T_in, D_in): the chunk's input frames (with the subsampling's
+        right context). ``offset``: output frames produced so far (position of
+        this chunk's first output). ``required_cache_size``: how many output
+        frames of keys/values to keep for the next chunk (< 0 all, 0 none).
+        att_cache (layers, H, cache_t, 2*d_k), cnn_cache (layers, 1, D, k-1):
+        empty on the first chunk. Returns (ys (1, T', D), att_cache, cnn_cache).
+        """
+        if xs.size(0) != 1:
+            raise ValueError(f"forward_chunk handles one utterance, got batch {xs.size(0)}")
+        tmp_masks = torch.ones(1, 1, xs.size(1), device=xs.device, dtype=torch.bool)
+        if self.global_cmvn is not None:
+            xs = self.global_cmvn(xs)
+        xs, _, _ = self.embed(xs, tmp_masks, offset)
+        elayers, cache_t1 = att_cache.size(0), att_cache.size(2)
+        chunk_size = xs.size(1)
+        attention_key_size = cache_t1 + chunk_size
+        # keys cover positions offset - cache_t1 .. offset + chunk_size - 1
+        pos_emb = self.embed.position_encoding(offset - cache_t1, attention_key_size)
+        if required_cache_size < 0:
+            next_cache_start = 0
+        elif required_cache_size == 0:
+            next_cache_start = attention_key_size
+        else:
+            next_cache_start = max(attention_key_size - required_cache_size, 0)
+        r_att_cache: List[torch.Tensor] = []
+        r_cnn_cache: List[torch.Tensor] = []
+        for i, layer in enumerate(self.encoders):
+            layer_att_cache = att_cache[i:i + 1] if elayers > 0 else att_cache
+            layer_cnn_cache = cnn_cache[i] if cnn_cache.size(0) > 0 else cnn_cache
+            xs, _, new_att_cache, new_cnn_cache = layer(
+                xs, att_mask, pos_emb, att_cache=layer_att_cache, cnn_cache=layer_cnn_cache)
+            r_att_cache.append(new_att_cache[:, :, next_cache_start:, :])
+            r_cnn_cache.append(new_cnn_cache.unsqueeze(0))
+        if self.normalize_before:
+            xs = self.after_norm(xs)
+        return xs, torch.cat(r_att_cache, dim=0), torch.cat(r_cnn_cache, dim=0)
+
+    def forward_chunk_by_chunk(self, xs: torch.Tensor, decoding_chunk_size: int,
+                               num_decoding_left_chunks: int = -1
+                               ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Simulate streaming on one utterance (1, T, D_in): feed chunks of
+        ``decoding_chunk_size`` output frames with caches, concatenate outputs.
+
+        Equals ``forward`` with the same chunk mask when the convolutions are
+        causal (the subsampling windows overlap by its right context).
+        Returns (ys (1, T', D), all-True mask (1, 1, T')).
+        """
+        if decoding_chunk_size <= 0:
+            raise ValueError(f"decoding_chunk_size must be > 0, got {decoding_chunk_size}")
+        if not (self.static_chunk_size > 0 or self.use_dynamic_chunk):
+            raise ValueError("chunk-by-chunk decoding needs a model trained with "
+                             "static_chunk_size or use_dynamic_chunk")
+        subsampling = self.embed.subsampling_rate
+        context = self.embed.right_context + 1  # input frames for the first output frame
+        stride = subsampling * decoding_chunk_size
+        decoding_window = (decoding_chunk_size - 1) * subsampling + context
+        num_frames = xs.size(1)
+        att_cache = torch.zeros((0, 0, 0, 0), device=xs.device)
+        cnn_cache = torch.zeros((0, 0, 0, 0), device=xs.device)
+        outputs: List[torch.Tensor] = []
+        offset = 0
+        required_cache_size = decoding_chunk_size * num_decoding_left_chunks
+        for cur in range(0, num_frames - context + 1, stride):
+            end = min(cur + decoding_window, num_frames)
+            ys, att_cache, cnn_cache = self.forward_chunk(
+                xs[:, cur:end, :], offset, required_cache_size, att_cache, cnn_cache)
+            outputs.append(ys)
+            offset += ys.size(1)
+        if not outputs:
+            raise ValueError(f"utterance of {num_frames} frames is shorter than the "
+                             f"{context} frames one output frame needs")
+        ys = torch.cat(outputs, 1)
+        masks = torch.ones((1, 1, ys.size(1)), device=ys.device, dtype=torch.bool)
+        return ys, masks
+
+
+class TransformerEncoder(BaseEncoder):
+    """Stack of Transformer blocks (self-attention + FFN)."""
+
+    def __init__(self, input_size: int, output_size: int = 256, attention_heads: int = 4,
+                 linear_units: int = 2048, num_blocks: int = 6, dropout_rate: float = 0.1,
+                 positional_dropout_rate: float = 0.1, attention_dropout_rate: float = 0.0,
+                 input_layer: str = "conv2d", pos_enc_layer_type: str = "abs_pos",
+                 normalize_before: bool = True, static_chunk_size: int = 0,
+                 use_dynamic_chunk: bool = False, global_cmvn: Optional[GlobalCMVN] = None,
+                 use_dynamic_left_chunk: bool = False, selfattention_layer_type: Optional[str] = None,
+                 activation_type: str = "relu"):
+        super().__init__(input_size, output_size, attention_heads, linear_units, num_blocks,
+                         dropout_rate, positional_dropout_rate, attention_dropout_rate,
+                         input_layer, pos_enc_layer_type, normalize_before, static_chunk_size,
+                         use_dynamic_chunk, global_cmvn, use_dynamic_left_chunk)
+        attn_class = _attention_class(pos_enc_layer_type, selfattention_layer_type)
+        self.encoders = torch.nn.ModuleList([
+            TransformerEncoderLayer(
+                output_size,
+                attn_class(attention_heads, output_size, attention_dropout_rate),
+                PositionwiseFeedForward(output_size, linear_units, dropout_rate,
+                                        get_activation(activation_type)),
+                dropout_rate, normalize_before)
+            for _ in range(num_blocks)
+        ])
+
+
+class ConformerEncoder(BaseEncoder):
+    """Stack of Conformer blocks (macaron FFN, self-attention, convolution module)."""
+
+    def __init__(self, input_size: int, output_size: int = 256, attention_heads: int = 4,
+                 linear_units: int = 2048, num_blocks: int = 6, dropout_rate: float = 0.1,
+                 positional_dropout_rate: float = 0.1, attention_dropout_rate: float = 0.0,
+                 input_layer: str = "conv2d", pos_enc_layer_type: str = "rel_pos",
+                 normalize_before: bool = True, static_chunk_size: int = 0,
+                 use_dynamic_chunk: bool = False, global_cmvn: Optional[GlobalCMVN] = None,
+                 use_dynamic_left_chunk: bool = False, selfattention_layer_type: Optional[str] = None,
+                 activation_type: str = "swish", macaron_style: bool = True,
+                 use_cnn_module: bool = True, cnn_module_kernel: int = 15,
+                 causal: bool = False, cnn_module_norm: str = "batch_norm"):
+        super().__init__(input_size, output_size, attention_heads, linear_units, num_blocks,
+                         dropout_rate, positional_dropout_rate, attention_dropout_rate,
+                         input_layer, pos_enc_layer_type, normalize_before, static_chunk_size,
+                         use_dynamic_chunk, global_cmvn, use_dynamic_left_chunk)
+        attn_class = _attention_class(pos_enc_layer_type, selfattention_layer_type)
+
+        def ffn() -> PositionwiseFeedForward:
+            return PositionwiseFeedForward(output_size, linear_units, dropout_rate,
+                                           get_activation(activation_type))
+
+        self.encoders = torch.nn.ModuleList([
+            ConformerEncoderLayer(
+                output_size,
+                attn_class(attention_heads, output_size, attention_dropout_rate),
+                ffn(),
+                ffn() if macaron_style else None,
+                ConvolutionModule(output_size, cnn_module_kernel,
+                                  get_activation(activation_type), cnn_module_norm,
+                                  causal) if use_cnn_module else None,
+                dropout_rate, normalize_before)
+            for _ in range(num_blocks)
+        ])

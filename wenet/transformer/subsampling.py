@@ -1,0 +1,126 @@
+"""Convolutional front ends that shorten the frame sequence 4×, 6× or 8× (or not at all)."""
+from __future__ import annotations
+
+from typing import Tuple
+
+import torch
+
+from wenet.transformer.embedding import PositionalEncoding
+
+
+class BaseSubsampling(torch.nn.Module):
+    """Holds the positional encoding and the two numbers a streaming runtime needs.
+
+    ``subsampling_rate``: input frames per output frame. ``right_context``:
+    extra input frames (beyond the first) that one output frame looks at.
+    """
+
+    def __init__(self, pos_enc: PositionalEncoding):
+        super().__init__()
+        self.pos_enc = pos_enc
+        self.subsampling_rate = 1
+        self.right_context = 0
+
+    def position_encoding(self, offset: int, size: int) -> torch.Tensor:
+        """PE rows for output positions offset..offset+size-1."""
+        return self.pos_enc.position_encoding(offset, size)
+
+
+class LinearNoSubsampling(BaseSubsampling):
+    """Linear projection + LayerNorm, no change in frame rate (input_layer: linear)."""
+
+    def __init__(self, idim: int, odim: int, dropout_rate: float, pos_enc: PositionalEncoding):
+        super().__init__(pos_enc)
+        self.out = torch.nn.Sequential(
+            torch.nn.Linear(idim, odim),
+            torch.nn.LayerNorm(odim, eps=1e-5),
+            torch.nn.Dropout(dropout_rate),
+        )
+
+    def forward(self, x: torch.Tensor, x_mask: torch.Tensor,
+                offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x (B, T, idim), x_mask (B, 1, T) → (x (B, T, odim), pos_emb, x_mask)."""
+        x = self.out(x)
+        x, pos_emb = self.pos_enc(x, offset)
+        return x, pos_emb, x_mask
+
+
+class Conv2dSubsampling4(BaseSubsampling):
+    """Two 3×3 stride-2 convolutions: T' = ((T - 1) // 2 - 1) // 2."""
+
+    def __init__(self, idim: int, odim: int, dropout_rate: float, pos_enc: PositionalEncoding):
+        super().__init__(pos_enc)
+        self.conv = torch.nn.Sequential(
+            torch.nn.Conv2d(1, odim, 3, 2), torch.nn.ReLU(),
+            torch.nn.Conv2d(odim, odim, 3, 2), torch.nn.ReLU(),
+        )
+        self.out = torch.nn.Sequential(torch.nn.Linear(odim * (((idim - 1) // 2 - 1) // 2), odim))
+        self.subsampling_rate = 4
+        # receptive field 7 frames: 6 beyond the first
+        self.right_context = 6
+
+    def forward(self, x: torch.Tensor, x_mask: torch.Tensor,
+                offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x (B, T, idim), x_mask (B, 1, T) → (x (B, T', odim), pos_emb (1, T', odim), mask (B, 1, T'))."""
+        x = self.conv(x.unsqueeze(1))
+        b, c, t, f = x.size()
+        x = self.out(x.transpose(1, 2).contiguous().view(b, t, c * f))
+        x, pos_emb = self.pos_enc(x, offset)
+        return x, pos_emb, x_mask[:, :, 2::2][:, :, 2::2]
+
+
+class Conv2dSubsampling6(BaseSubsampling):
+    """3×3 stride-2 then 5×5 stride-3 convolution: T' = ((T - 1) // 2 - 2) // 3."""
+
+    def __init__(self, idim: int, odim: int, dropout_rate: float, pos_enc: PositionalEncoding):
+        super().__init__(pos_enc)
+        self.conv = torch.nn.Sequential(
+            torch.nn.Conv2d(1, odim, 3, 2), torch.nn.ReLU(),
+            torch.nn.Conv2d(odim, odim, 5, 3), torch.nn.ReLU(),
+        )
+        self.linear = torch.nn.Linear(odim * (((idim - 1) // 2 - 2) // 3), odim)
+        self.subsampling_rate = 6
+        # receptive field 11 frames
+        self.right_context = 10
+
+    def forward(self, x: torch.Tensor, x_mask: torch.Tensor,
+                offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x (B, T, idim), x_mask (B, 1, T) → (x (B, T', odim), pos_emb, mask (B, 1, T'))."""
+        x = self.conv(x.unsqueeze(1))
+        b, c, t, f = x.size()
+        x = self.linear(x.transpose(1, 2).contiguous().view(b, t, c * f))
+        x, pos_emb = self.pos_enc(x, offset)
+        return x, pos_emb, x_mask[:, :, 2::2][:, :, 4::3]
+
+
+class Conv2dSubsampling8(BaseSubsampling):
+    """Three 3×3 stride-2 convolutions: T' = (((T - 1) // 2 - 1) // 2 - 1) // 2."""
+
+    def __init__(self, idim: int, odim: int, dropout_rate: float, pos_enc: PositionalEncoding):
+        super().__init__(pos_enc)
+        self.conv = torch.nn.Sequential(
+            torch.nn.Conv2d(1, odim, 3, 2), torch.nn.ReLU(),
+            torch.nn.Conv2d(odim, odim, 3, 2), torch.nn.ReLU(),
+            torch.nn.Conv2d(odim, odim, 3, 2), torch.nn.ReLU(),
+        )
+        self.linear = torch.nn.Linear(odim * ((((idim - 1) // 2 - 1) // 2 - 1) // 2), odim)
+        self.subsampling_rate = 8
+        # receptive field 15 frames
+        self.right_context = 14
+
+    def forward(self, x: torch.Tensor, x_mask: torch.Tensor,
+                offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x (B, T, idim), x_mask (B, 1, T) → (x (B, T', odim), pos_emb, mask (B, 1, T'))."""
+        x = self.conv(x.unsqueeze(1))
+        b, c, t, f = x.size()
+        x = self.linear(x.transpose(1, 2).contiguous().view(b, t, c * f))
+        x, pos_emb = self.pos_enc(x, offset)
+        return x, pos_emb, x_mask[:, :, 2::2][:, :, 2::2][:, :, 2::2]
+
+
+SUBSAMPLING_CLASSES = {
+    "linear": LinearNoSubsampling,
+    "conv2d": Conv2dSubsampling4,
+    "conv2d6": Conv2dSubsampling6,
+    "conv2d8": Conv2dSubsampling8,
+}

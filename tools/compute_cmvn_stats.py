@@ -46,7 +46,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         segments = None
     if segments:
         logging.info("using segments %s", segments)
-    utts = read_utterances(args.in_scp, segments)
+    try:
+        utts = read_utterances(args.in_scp, segments)
+    except (ValueError, OSError) as e:  # bad data dir: say where, no traceback
+        logging.error("%s", e)
+        return 1
     stats, num_failed = compute_cmvn_stats(utts, conf, args.num_workers)
     if stats.frame_num == 0:
         logging.error("no features computed: all %d utterances of %s failed", num_failed, args.in_scp)

@@ -1,0 +1,262 @@
+"""The training/validation data pipeline: data.list → padded batches.
+
+The whole chain is assembled in ``Dataset._pipeline``::
+
+    data.list (shuffled per epoch, split by rank, then by DataLoader worker)
+    → tar shards read as streams / raw JSON lines → decoded audio (mono)
+    → tokenize → filter → resample → speed perturb → fbank
+    → spec_aug → spec_sub → spec_trim → shuffle buffer → sort buffer → batch → pad
+
+configured by WeNet 2.x's ``dataset_conf`` keys. All randomness of one pass is
+drawn from a ``random.Random`` seeded by (seed, epoch, rank, worker), so a pass
+is reproducible, and ``consume`` can skip exactly the batches a run had already
+trained on before it was interrupted.
+"""
+from __future__ import annotations
+
+import logging
+import random
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import IterableDataset, get_worker_info
+
+from wenet.dataset import processor
+from wenet.dataset.stats import PipelineStats
+from wenet.dataset.tokenizer import Tokenizer
+from wenet.utils.file_utils import read_lists
+
+logger = logging.getLogger(__name__)
+
+KNOWN_CONF_KEYS = frozenset({
+    "filter_conf", "resample_conf", "speed_perturb", "fbank_conf", "feats_type",
+    "spec_aug", "spec_aug_conf", "spec_sub", "spec_sub_conf", "spec_trim", "spec_trim_conf",
+    "shuffle", "shuffle_conf", "sort", "sort_conf", "batch_conf"})
+# The keys each sub-configuration may hold (they become keyword arguments of a stage).
+SUB_CONF_KEYS = {
+    "filter_conf": {"max_length", "min_length", "token_max_length", "token_min_length",
+                    "min_output_input_ratio", "max_output_input_ratio"},
+    "resample_conf": {"resample_rate"},
+    "fbank_conf": {"num_mel_bins", "frame_length", "frame_shift", "dither"},
+    "spec_aug_conf": {"num_t_mask", "num_f_mask", "max_t", "max_f", "warp", "max_w"},
+    "spec_sub_conf": {"max_t", "num_t_sub"},
+    "spec_trim_conf": {"max_t"},
+    "shuffle_conf": {"shuffle_size"},
+    "sort_conf": {"sort_size"},
+    "batch_conf": {"batch_type", "batch_size", "max_frames_in_batch"},
+}
+
+
+def _sub(conf: dict, name: str) -> dict:
+    """A copy of the sub-configuration ``name`` (empty when absent or null)."""
+    return dict(conf.get(name) or {})
+
+
+def check_conf(conf: dict) -> None:
+    """Refuse sub-configuration keys the pipeline does not know (a typo would be ignored)."""
+    for name, allowed in SUB_CONF_KEYS.items():
+        sub = conf.get(name) or {}
+        if not isinstance(sub, dict):
+            raise ValueError(f"dataset_conf.{name} must be a mapping, got {sub!r}")
+        bad = sorted(set(sub) - allowed)
+        if bad:
+            raise ValueError(f"dataset_conf.{name}: unknown keys {bad} (known: {sorted(allowed)})")
+
+
+class Dataset(IterableDataset):
+    """Iterable of ready batches (dicts, see docs/interfaces.md) for one rank.
+
+    Args:
+        data_type: ``shard`` (data.list holds tar paths or URLs) or ``raw`` (JSON lines).
+        data_list_file: the data.list.
+        symbol_table: ``units.txt`` path or its {token: id} dict.
+        conf: WeNet 2.x ``dataset_conf``.
+        bpe_model: sentencepiece model; None tokenizes by characters.
+        partition: split the list between ranks (False: every rank reads everything).
+        training: False turns off list/buffer shuffling, speed perturbation,
+            spec_aug/spec_sub/spec_trim and dither (cross-validation, recognition).
+        rank, world_size: this process's place; default from torch.distributed
+            when initialised, else 0 and 1.
+        seed: base of every per-pass seed.
+    """
+
+    def __init__(self, data_type: str, data_list_file: str,
+                 symbol_table: Union[str, Dict[str, int]], conf: dict,
+                 bpe_model: Optional[str] = None, partition: bool = True, *,
+                 training: bool = True, rank: Optional[int] = None,
+                 world_size: Optional[int] = None, seed: int = 0) -> None:
+        super().__init__()
+        if data_type not in ("shard", "raw"):
+            raise ValueError(f"data_type must be 'shard' or 'raw', got {data_type!r}")
+        feats_type = conf.get("feats_type", "fbank")
+        if feats_type != "fbank":
+            raise ValueError(f"dataset_conf.feats_type {feats_type!r} is not supported (fbank)")
+        check_conf(conf)
+        unknown = sorted(set(conf) - KNOWN_CONF_KEYS)
+        if unknown:
+            logger.warning("dataset_conf: ignoring unknown keys %s", unknown)
+        batch_type = _sub(conf, "batch_conf").get("batch_type", "static")
+        if batch_type not in ("static", "dynamic"):
+            raise ValueError(f"batch_conf.batch_type must be static or dynamic, got {batch_type!r}")
+        self.data_type = data_type
+        self.data_list_file = data_list_file
+        self.lists = read_lists(data_list_file)
+        self.tokenizer = Tokenizer(symbol_table, bpe_model)
+        self.conf = conf
+        self.partition = partition
+        self.training = training
+        self.rank, self.world_size = rank, world_size
+        self.seed = seed
+        self.epoch = 0
+        self._skip = 0             # batches to skip at the start of the next consume()
+        self._consumed = 0         # batches consumed so far in this epoch
+        self._loader_shape: Tuple[int, int] = (1, 0)
+        self.last_stats: Optional[PipelineStats] = None  # of the last pass run in this process
+
+    # ------------------------------------------------------------ epoch and resume state
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch whose shuffle order the next pass uses.
+
+        A resume position loaded for this same epoch is kept; any other epoch
+        starts from its first batch.
+        """
+        if epoch != self.epoch:
+            self._skip = 0
+            self._consumed = 0
+        self.epoch = epoch
+
+    def state_dict(self) -> dict:
+        """Where this rank stands: the epoch and how many of its batches were consumed.
+
+        The count is kept by ``consume``; world size and DataLoader workers are
+        recorded because the batch order depends on them.
+        """
+        world, workers = self._loader_shape
+        return {"epoch": self.epoch, "batches_consumed": self._consumed, "seed": self.seed,
+                "world_size": world, "num_workers": workers}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Resume: the next ``consume`` of ``state['epoch']`` skips the batches already consumed."""
+        try:
+            epoch, consumed = int(state["epoch"]), int(state["batches_consumed"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"dataset state needs integer 'epoch' and 'batches_consumed': {state!r}") from e
+        if "seed" in state and state["seed"] != self.seed:
+            logger.warning("dataset state was saved with seed %s, this run uses %s: "
+                           "the resumed epoch will not replay the same batches",
+                           state["seed"], self.seed)
+        self.epoch = epoch
+        self._skip = consumed
+        self._consumed = consumed
+        self._saved_shape = (state.get("world_size"), state.get("num_workers"))
+
+    def consume(self, loader: Iterable[dict]) -> Iterator[dict]:
+        """Iterate ``loader`` (a DataLoader over this dataset, or the dataset itself),
+        skipping the batches consumed before a resume and counting the rest.
+
+        Skipped batches are still computed (the pipeline's randomness and the
+        DataLoader's worker interleaving must replay), so the resumed epoch
+        continues with exactly the batches an uninterrupted run would deliver,
+        given the same data, conf, seed, world size and number of workers.
+        """
+        if getattr(loader, "persistent_workers", False):
+            raise ValueError("persistent_workers=True would keep each worker's old epoch; "
+                             "create the DataLoader without it")
+        rank, world = self._rank_world()
+        shape = (world, int(getattr(loader, "num_workers", 0)))
+        saved = getattr(self, "_saved_shape", None)
+        skip = self._skip
+        if skip and saved is not None and None not in saved and tuple(saved) != shape:
+            logger.warning("resuming epoch %d with world_size/num_workers %s, saved with %s: "
+                           "the skipped batches will not be exactly those already seen",
+                           self.epoch, shape, tuple(saved))
+        self._loader_shape = shape
+        self._skip = 0
+        self._consumed = 0
+        if skip:
+            logger.info("rank %d: skipping the %d batches of epoch %d consumed before resuming",
+                        rank, skip, self.epoch)
+        for i, batch in enumerate(loader):
+            self._consumed = i + 1
+            if i < skip:
+                continue
+            yield batch
+        if self._consumed < skip:
+            logger.warning("rank %d: epoch %d has only %d batches, but the resumed state said "
+                           "%d were consumed", rank, self.epoch, self._consumed, skip)
+
+    # ------------------------------------------------------------ iteration
+
+    def _rank_world(self) -> Tuple[int, int]:
+        if self.rank is not None or self.world_size is not None:
+            return int(self.rank or 0), int(self.world_size or 1)
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+        return 0, 1
+
+    def _my_items(self, rank: int, world: int, worker: int,
+                  num_workers: int) -> List[Tuple[str, str]]:
+        """This (rank, worker)'s share of the data.list lines, tagged with file:line."""
+        items = [(f"{self.data_list_file}:{i + 1}", line) for i, line in enumerate(self.lists)]
+        if self.training and self.conf.get("shuffle", True):
+            random.Random(f"list:{self.seed}:{self.epoch}").shuffle(items)
+        if self.partition:
+            items = items[rank::world]
+        items = items[worker::num_workers]
+        if not items:
+            logger.warning("epoch %d rank %d worker %d: no data.list lines for this worker "
+                           "(%d lines for %d ranks x %d workers)", self.epoch, rank, worker,
+                           len(self.lists), world if self.partition else 1, num_workers)
+        return items
+
+    def __iter__(self) -> Iterator[dict]:
+        rank, world = self._rank_world()
+        info = get_worker_info()
+        worker, num_workers = (0, 1) if info is None else (info.id, info.num_workers)
+        if info is not None:
+            torch.set_num_threads(1)  # one core per worker; more only adds contention
+        stats = PipelineStats(f"epoch {self.epoch} rank {rank} worker {worker}")
+        self.last_stats = stats
+        rng = random.Random(f"pass:{self.seed}:{self.epoch}:{rank}:{worker}")
+        items = self._my_items(rank, world, worker, num_workers)
+        yield from self._pipeline(items, rng, stats)
+        stats.log_summary()
+
+    def _pipeline(self, items: List[Tuple[str, str]], rng: random.Random,
+                  stats: PipelineStats) -> Iterator[dict]:
+        """The chain of stages, in order (see the module docstring)."""
+        conf, train = self.conf, self.training
+        if self.data_type == "shard":
+            data = processor.shard_samples(items, stats)
+        else:
+            data = processor.raw_samples(items, stats)
+        data = processor.check_audio(data, stats)
+        data = processor.tokenize(data, self.tokenizer, stats)
+        data = processor.filter_samples(data, stats, **_sub(conf, "filter_conf"))
+        data = processor.resample_samples(data, stats, **_sub(conf, "resample_conf"))
+        if train and conf.get("speed_perturb", False):
+            data = processor.speed_perturb(data, rng)
+        fbank_conf = _sub(conf, "fbank_conf")
+        if not train:
+            fbank_conf["dither"] = 0.0
+        data = processor.fbank(data, stats, rng, **fbank_conf)
+        if train and conf.get("spec_aug", False):
+            data = processor.spec_aug_samples(data, rng, **_sub(conf, "spec_aug_conf"))
+        if train and conf.get("spec_sub", False):
+            data = processor.spec_sub_samples(data, rng, **_sub(conf, "spec_sub_conf"))
+        if train and conf.get("spec_trim", False):
+            data = processor.spec_trim_samples(data, rng, **_sub(conf, "spec_trim_conf"))
+        if train and conf.get("shuffle", True):
+            data = processor.shuffle(data, rng, **_sub(conf, "shuffle_conf"))
+        if conf.get("sort", True):
+            data = processor.sort(data, **_sub(conf, "sort_conf"))
+        batch_conf = _sub(conf, "batch_conf")
+        if batch_conf.pop("batch_type", "static") == "dynamic":
+            batch_conf.pop("batch_size", None)
+            data = processor.dynamic_batch(data, **batch_conf)
+        else:
+            batch_conf.pop("max_frames_in_batch", None)
+            data = processor.static_batch(data, **batch_conf)
+        return processor.pad_batch(data, stats)

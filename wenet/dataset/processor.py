@@ -1,0 +1,387 @@
+"""The data pipeline's stages: small generators, each taking and yielding samples.
+
+A sample is a dict that grows as it moves down the chain (``key``, ``src``,
+``txt``, ``wav`` (1, N) float in [-1, 1], ``sample_rate``, ``label``, ``feat``
+(T, D)). ``wenet.dataset.dataset`` chains the stages in one place.
+
+Stages never raise on bad data: they skip (or repair) the utterance and record
+the reason in a ``PipelineStats``, with a warning that names the utterance and
+the shard or list line it came from. Randomness comes only from the
+``random.Random`` handed in, never from global state.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import random
+import tarfile
+import urllib.request
+from typing import BinaryIO, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import torch
+from torch.nn.utils.rnn import pad_sequence
+
+from wenet.dataset import spec_aug as aug
+from wenet.dataset.stats import PipelineStats
+from wenet.dataset.tokenizer import Tokenizer
+from wenet.utils.audio import AudioError, decode_audio, load_audio, resample, to_mono
+from wenet.utils.fbank import compute_fbank
+
+logger = logging.getLogger(__name__)
+
+Sample = Dict[str, object]
+ListItem = Tuple[str, str]  # (where: "data.list:LINE", the line's text)
+
+AUDIO_EXTENSIONS = frozenset({"wav", "flac"})
+# Audio that soundfile may or may not decode depending on its build: refused, counted.
+UNSUPPORTED_AUDIO_EXTENSIONS = frozenset({"mp3", "m4a", "ogg", "opus", "wma", "aac", "sph"})
+
+
+# ---------------------------------------------------------------- sources
+
+def open_stream(src: str) -> BinaryIO:
+    """A readable binary stream for a shard path or an http(s) URL (streamed, not downloaded)."""
+    if "://" in src:
+        scheme = src.split("://", 1)[0].lower()
+        if scheme not in ("http", "https"):
+            raise ValueError(f"unsupported URL scheme '{scheme}' (local paths, http, https)")
+        return urllib.request.urlopen(src, timeout=60)
+    return open(src, "rb")
+
+
+def _member_is_unsafe(name: str) -> bool:
+    return name.startswith("/") or ".." in name.replace("\\", "/").split("/")
+
+
+def _finish_group(group: Sample, stats: PipelineStats) -> Optional[Sample]:
+    """A complete sample from one shard group, or None (counted) when it is unusable."""
+    key, src = group["key"], group["src"]
+    if "bad_audio_ext" in group and "audio" not in group:
+        stats.warn("unsupported_audio_format",
+                   f"utterance {key} in {src}: audio format '{group['bad_audio_ext']}' "
+                   f"is not supported (wav, flac)")
+        return None
+    if "txt" not in group:
+        stats.warn("missing_transcript", f"utterance {key} in {src}: no {key}.txt member")
+        return None
+    if "audio" not in group:
+        stats.warn("missing_audio", f"utterance {key} in {src}: no audio member")
+        return None
+    try:
+        txt = group["txt"].decode("utf-8").strip()
+    except UnicodeDecodeError as e:
+        stats.warn("bad_transcript", f"utterance {key} in {src}: transcript is not UTF-8: {e}")
+        return None
+    if not txt:
+        stats.warn("empty_transcript", f"utterance {key} in {src}: empty transcript")
+        return None
+    try:
+        wav, rate = decode_audio(group["audio"], f"{key} in {src}")
+    except AudioError as e:
+        stats.warn("audio_decode_error", str(e))
+        return None
+    return {"key": key, "src": src, "txt": txt, "wav": wav, "sample_rate": rate}
+
+
+def _tar_samples(src: str, stream: BinaryIO, stats: PipelineStats) -> Iterator[Sample]:
+    """Read one tar shard as a stream, grouping consecutive members by key.
+
+    Members are only read into memory; nothing is ever extracted to disk, so
+    absolute or ``..`` names are harmless, but they are refused and counted.
+    """
+    try:
+        tar = tarfile.open(fileobj=stream, mode="r|")
+    except (tarfile.TarError, OSError, EOFError) as e:
+        stats.warn("shard_unreadable", f"shard {src} is not a readable tar: {e}")
+        return
+    group: Optional[Sample] = None
+    name = "<start>"
+    try:
+        for member in tar:
+            name = member.name
+            if not member.isfile():
+                stats.warn("non_file_member", f"shard {src}: member {name} is not a file, ignored")
+                continue
+            if _member_is_unsafe(name):
+                stats.warn("unsafe_member_name", f"shard {src}: member name {name!r} is "
+                           "absolute or contains '..', ignored")
+                continue
+            base = name.rsplit("/", 1)[-1]
+            dot = base.rfind(".")
+            if dot <= 0:
+                stats.warn("unknown_member", f"shard {src}: member {name} has no extension, ignored")
+                continue
+            key, ext = base[:dot], base[dot + 1:].lower()
+            if group is None or group["key"] != key:
+                if group is not None:
+                    sample = _finish_group(group, stats)
+                    if sample is not None:
+                        yield sample
+                group = {"key": key, "src": src}
+            fobj = tar.extractfile(member)
+            data = fobj.read() if fobj is not None else b""
+            if ext == "txt":
+                group["txt"] = data
+            elif ext in AUDIO_EXTENSIONS:
+                group["audio"] = data
+            elif ext in UNSUPPORTED_AUDIO_EXTENSIONS:
+                group["bad_audio_ext"] = ext
+            else:
+                stats.warn("unknown_member", f"shard {src}: member {name} is neither "
+                           "transcript nor audio, ignored")
+    except (tarfile.TarError, OSError, EOFError) as e:
+        lost = f"; utterance {group['key']} lost" if group is not None else ""
+        stats.warn("shard_truncated", f"shard {src} is truncated or corrupt at member {name}: "
+                   f"{e}{lost}")
+        return
+    if group is not None:
+        sample = _finish_group(group, stats)
+        if sample is not None:
+            yield sample
+
+
+def shard_samples(items: Iterable[ListItem], stats: PipelineStats) -> Iterator[Sample]:
+    """Samples from tar shards named in data.list lines (paths or http(s) URLs)."""
+    for where, src in items:
+        try:
+            stream = open_stream(src)
+        except (OSError, ValueError) as e:
+            stats.warn("shard_unreadable", f"{where}: cannot open shard {src}: {e}")
+            continue
+        try:
+            yield from _tar_samples(src, stream, stats)
+        finally:
+            stream.close()
+
+
+def raw_samples(items: Iterable[ListItem], stats: PipelineStats) -> Iterator[Sample]:
+    """Samples from raw data.list lines: JSON ``{"key","wav","txt"[,"start","end"]}``."""
+    for where, line in items:
+        try:
+            obj = json.loads(line)
+            key, spec, txt = str(obj["key"]), str(obj["wav"]), str(obj["txt"]).strip()
+            start = float(obj.get("start", 0.0))
+            end = obj.get("end")
+            end = None if end is None else float(end)
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            stats.warn("bad_list_line", f"{where}: not a JSON object with key, wav, txt: {e}")
+            continue
+        if not txt:
+            stats.warn("empty_transcript", f"utterance {key} ({where}): empty transcript")
+            continue
+        try:
+            wav, rate = load_audio(spec, start, end)
+        except AudioError as e:
+            stats.warn("audio_decode_error", f"utterance {key} ({where}): {e}")
+            continue
+        yield {"key": key, "src": where, "txt": txt, "wav": wav, "sample_rate": rate}
+
+
+# ---------------------------------------------------------------- waveform stages
+
+def check_audio(samples: Iterable[Sample], stats: PipelineStats) -> Iterator[Sample]:
+    """Drop empty audio; downmix multi-channel audio to mono (both logged)."""
+    for s in samples:
+        wav = s["wav"]
+        if wav.size(1) == 0:
+            stats.warn("empty_audio", f"utterance {s['key']} ({s['src']}): zero-length audio")
+            continue
+        if wav.size(0) > 1:
+            stats.warn("stereo_downmixed", f"utterance {s['key']} ({s['src']}): "
+                       f"{wav.size(0)} channels averaged to mono")
+            s["wav"] = to_mono(wav)
+        yield s
+
+
+def tokenize(samples: Iterable[Sample], tokenizer: Tokenizer,
+             stats: PipelineStats) -> Iterator[Sample]:
+    """Add ``label`` (token ids); utterances with pieces missing from the table are dropped."""
+    for s in samples:
+        ids, missing = tokenizer.encode(s["txt"])
+        if missing:
+            stats.oov_pieces.update(missing)
+            stats.warn("oov", f"utterance {s['key']} ({s['src']}): pieces not in the symbol "
+                       f"table: {' '.join(sorted(set(missing)))}")
+            continue
+        s["label"] = ids
+        yield s
+
+
+def filter_samples(samples: Iterable[Sample], stats: PipelineStats, max_length: float = 10240,
+                   min_length: float = 10, token_max_length: int = 200,
+                   token_min_length: int = 1, min_output_input_ratio: float = 0.0005,
+                   max_output_input_ratio: float = 1.0) -> Iterator[Sample]:
+    """WeNet's length filter: frames (10 ms) and tokens within bounds, tokens/frames ratio too."""
+    for s in samples:
+        frames = s["wav"].size(1) / s["sample_rate"] * 100
+        tokens = len(s["label"])
+        if frames < min_length:
+            stats.count("filtered_too_short")
+        elif frames > max_length:
+            stats.count("filtered_too_long")
+        elif tokens < token_min_length:
+            stats.count("filtered_too_few_tokens")
+        elif tokens > token_max_length:
+            stats.count("filtered_too_many_tokens")
+        elif frames > 0 and tokens / frames < min_output_input_ratio:
+            stats.count("filtered_ratio_too_low")
+        elif frames > 0 and tokens / frames > max_output_input_ratio:
+            stats.count("filtered_ratio_too_high")
+        else:
+            yield s
+
+
+def resample_samples(samples: Iterable[Sample], stats: PipelineStats,
+                     resample_rate: int = 16000) -> Iterator[Sample]:
+    """Bring every utterance to ``resample_rate`` (logged, since it usually means a data slip)."""
+    for s in samples:
+        rate = s["sample_rate"]
+        if rate != resample_rate:
+            stats.warn("resampled", f"utterance {s['key']} ({s['src']}): {rate} Hz resampled "
+                       f"to {resample_rate} Hz")
+            s["wav"] = resample(s["wav"], rate, resample_rate)
+            s["sample_rate"] = resample_rate
+        yield s
+
+
+def speed_perturb(samples: Iterable[Sample], rng: random.Random,
+                  speeds: Sequence[float] = (0.9, 1.0, 1.1)) -> Iterator[Sample]:
+    """Play each utterance at a randomly chosen speed (pitch moves too, as with sox ``speed``).
+
+    Speed ``f`` treats the samples as if recorded at ``rate * f`` and resamples
+    them back to ``rate``: the result is ``1 / f`` times as long.
+    """
+    for s in samples:
+        speed = rng.choice(speeds)
+        if speed != 1.0:
+            rate = s["sample_rate"]
+            s["wav"] = resample(s["wav"], int(round(rate * speed)), rate)
+        yield s
+
+
+def fbank(samples: Iterable[Sample], stats: PipelineStats, rng: random.Random,
+          num_mel_bins: int = 80, frame_length: float = 25.0, frame_shift: float = 10.0,
+          dither: float = 0.0) -> Iterator[Sample]:
+    """Replace ``wav`` with Kaldi fbank ``feat`` (T, D).
+
+    Dither noise is drawn from a torch generator seeded from ``rng`` (inside a
+    forked RNG), so it replays on resume and leaves the trainer's RNG alone.
+    """
+    for s in samples:
+        wav, rate = s.pop("wav"), s["sample_rate"]
+        if wav.size(1) < int(rate * frame_length / 1000):
+            stats.count("shorter_than_window")
+            continue
+        if dither > 0:
+            with torch.random.fork_rng(devices=[]):
+                # the CPU generator only: torch.manual_seed would also queue CUDA seeding
+                torch.default_generator.manual_seed(rng.getrandbits(63))
+                feat = compute_fbank(wav, rate, num_mel_bins, frame_length, frame_shift, dither)
+        else:
+            feat = compute_fbank(wav, rate, num_mel_bins, frame_length, frame_shift, 0.0)
+        s["feat"] = feat
+        yield s
+
+
+# ---------------------------------------------------------------- feature stages
+
+def spec_aug_samples(samples: Iterable[Sample], rng: random.Random,
+                     **conf) -> Iterator[Sample]:
+    """SpecAugment on every utterance (see ``spec_aug.spec_aug`` for the options)."""
+    for s in samples:
+        s["feat"] = aug.spec_aug(s["feat"], rng, **conf)
+        yield s
+
+
+def spec_sub_samples(samples: Iterable[Sample], rng: random.Random,
+                     **conf) -> Iterator[Sample]:
+    """Time-span substitution on every utterance (``spec_aug.spec_sub``)."""
+    for s in samples:
+        s["feat"] = aug.spec_sub(s["feat"], rng, **conf)
+        yield s
+
+
+def spec_trim_samples(samples: Iterable[Sample], rng: random.Random,
+                      **conf) -> Iterator[Sample]:
+    """Random end trimming on every utterance (``spec_aug.spec_trim``)."""
+    for s in samples:
+        s["feat"] = aug.spec_trim(s["feat"], rng, **conf)
+        yield s
+
+
+# ---------------------------------------------------------------- ordering and batching
+
+def shuffle(samples: Iterable[Sample], rng: random.Random,
+            shuffle_size: int = 10000) -> Iterator[Sample]:
+    """Shuffle within a buffer of ``shuffle_size`` utterances."""
+    buf: List[Sample] = []
+    for s in samples:
+        buf.append(s)
+        if len(buf) >= shuffle_size:
+            rng.shuffle(buf)
+            yield from buf
+            buf = []
+    rng.shuffle(buf)
+    yield from buf
+
+
+def sort(samples: Iterable[Sample], sort_size: int = 500) -> Iterator[Sample]:
+    """Sort by frame count within a buffer of ``sort_size``, so batches pad less."""
+    buf: List[Sample] = []
+    for s in samples:
+        buf.append(s)
+        if len(buf) >= sort_size:
+            buf.sort(key=lambda x: x["feat"].size(0))
+            yield from buf
+            buf = []
+    buf.sort(key=lambda x: x["feat"].size(0))
+    yield from buf
+
+
+def static_batch(samples: Iterable[Sample], batch_size: int = 16) -> Iterator[List[Sample]]:
+    """Batches of ``batch_size`` utterances (the last may be smaller)."""
+    buf: List[Sample] = []
+    for s in samples:
+        buf.append(s)
+        if len(buf) >= batch_size:
+            yield buf
+            buf = []
+    if buf:
+        yield buf
+
+
+def dynamic_batch(samples: Iterable[Sample],
+                  max_frames_in_batch: int = 12000) -> Iterator[List[Sample]]:
+    """Batches whose padded size (longest × count) stays within ``max_frames_in_batch``.
+
+    An utterance longer than the limit on its own forms a batch by itself.
+    """
+    buf: List[Sample] = []
+    longest = 0
+    for s in samples:
+        frames = s["feat"].size(0)
+        new_longest = max(longest, frames)
+        if buf and new_longest * (len(buf) + 1) > max_frames_in_batch:
+            yield buf
+            buf, new_longest = [], frames
+        buf.append(s)
+        longest = new_longest
+    if buf:
+        yield buf
+
+
+def pad_batch(batches: Iterable[List[Sample]], stats: PipelineStats) -> Iterator[dict]:
+    """Lists of samples → the batch dict of docs/interfaces.md (longest first, as in WeNet)."""
+    for batch in batches:
+        batch = sorted(batch, key=lambda s: s["feat"].size(0), reverse=True)
+        feats = [s["feat"] for s in batch]
+        labels = [torch.tensor(s["label"], dtype=torch.int64) for s in batch]
+        stats.utterances += len(batch)
+        stats.batches += 1
+        yield {
+            "keys": [s["key"] for s in batch],
+            "feats": pad_sequence(feats, batch_first=True, padding_value=0.0),
+            "feats_lengths": torch.tensor([f.size(0) for f in feats], dtype=torch.int64),
+            "target": pad_sequence(labels, batch_first=True, padding_value=-1),
+            "target_lengths": torch.tensor([len(x) for x in labels], dtype=torch.int64),
+        }

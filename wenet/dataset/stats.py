@@ -1,0 +1,64 @@
+"""Per-pass bookkeeping for the data pipeline: what was skipped or repaired, and why.
+
+Every stage that drops or repairs an utterance records a reason here instead of
+failing silently. Each DataLoader worker owns one ``PipelineStats`` per pass over
+its part of the data; the summary is logged when the pass ends, so a bad corpus
+shows up as numbers in the training log, not as a crash or as quiet data loss.
+"""
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Dict
+
+logger = logging.getLogger(__name__)
+
+# Reasons that are repairs (the utterance is still used) rather than skips.
+REPAIRS = frozenset({"stereo_downmixed", "resampled"})
+
+
+class PipelineStats:
+    """Counts of skip/repair reasons for one pass of one worker.
+
+    ``warn`` logs the first ``max_warnings`` messages of each reason in full
+    (they name the utterance and shard) and only counts the rest, so a corpus
+    where every file has the same defect does not flood the log.
+    """
+
+    def __init__(self, where: str, max_warnings: int = 10) -> None:
+        self.where = where
+        self.max_warnings = max_warnings
+        self.counts: Counter = Counter()
+        self.oov_pieces: Counter = Counter()
+        self.utterances = 0
+        self.batches = 0
+
+    def count(self, reason: str, n: int = 1) -> None:
+        """Record ``n`` events of ``reason`` without logging (expected filtering)."""
+        self.counts[reason] += n
+
+    def warn(self, reason: str, message: str) -> None:
+        """Record one event of ``reason`` and log ``message`` (rate-limited per reason)."""
+        self.counts[reason] += 1
+        seen = self.counts[reason]
+        if seen <= self.max_warnings:
+            logger.warning("%s: %s [%s]", self.where, message, reason)
+        if seen == self.max_warnings:
+            logger.warning("%s: further '%s' warnings are only counted", self.where, reason)
+
+    def as_dict(self) -> Dict[str, int]:
+        """Counts by reason, plus delivered utterances and batches."""
+        out = dict(self.counts)
+        out["delivered_utterances"] = self.utterances
+        out["delivered_batches"] = self.batches
+        return out
+
+    def log_summary(self) -> None:
+        """Log the pass summary: delivered totals, then every skip/repair reason."""
+        skipped = sum(v for k, v in self.counts.items() if k not in REPAIRS)
+        parts = ", ".join(f"{k}={v}" for k, v in sorted(self.counts.items())) or "none"
+        logger.info("%s: delivered %d utterances in %d batches; skipped %d; reasons: %s",
+                    self.where, self.utterances, self.batches, skipped, parts)
+        if self.oov_pieces:
+            top = ", ".join(f"{p!r}x{n}" for p, n in self.oov_pieces.most_common(20))
+            logger.warning("%s: pieces missing from the symbol table: %s", self.where, top)

@@ -8,17 +8,17 @@ set -euo pipefail
 
 nj=2
 seed=777
-train_utts=1850   # sizes; the defaults make about 1.2 h / 10 min / 10 min
-dev_utts=250
-test_utts=250
+train_utts=       # sizes; empty: the generator's defaults (about 1.2 h / 10 min / 10 min)
+dev_utts=
+test_utts=
 help_message="Usage: $0 [options] <corpus-dir> <data-dir>
   e.g. $0 --nj 2 --seed 777 corpus/synth data
 Options:
   --nj N            parallel synthesis jobs (default ${nj})
   --seed N          corpus seed: same seed, same texts, voices and audio (default ${seed})
-  --train_utts N    utterances in train (default ${train_utts})
-  --dev_utts N      utterances in dev (default ${dev_utts})
-  --test_utts N     utterances in test (default ${test_utts})"
+  --train_utts N    utterances in train (default: python -m local.synth.generate --help)
+  --dev_utts N      utterances in dev
+  --test_utts N     utterances in test"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export PYTHONPATH="${root}${PYTHONPATH:+:${PYTHONPATH}}"
@@ -35,8 +35,13 @@ for engine in espeak-ng flite; do
     || { echo "$0: ${engine} is not installed (tools/install.sh installs it)" >&2; exit 1; }
 done
 
+sizes=()
+for x in train dev test; do
+  n_var="${x}_utts"
+  [ -z "${!n_var}" ] || sizes+=("--${n_var}" "${!n_var}")
+done
 python -m local.synth.generate --data_root "${corpus_dir}" --seed "${seed}" --nj "${nj}" \
-  --train_utts "${train_utts}" --dev_utts "${dev_utts}" --test_utts "${test_utts}"
+  ${sizes[@]+"${sizes[@]}"}
 
 for x in train dev test; do
   mkdir -p "${data}/${x}"

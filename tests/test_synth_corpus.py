@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import subprocess
 
@@ -77,7 +78,6 @@ def test_default_sentences_size_and_vocabulary():
     train_vocab = vocabulary(t for r, t in zip(records, texts) if r["set"] == "train")
     assert vocabulary(t for r, t in zip(records, texts) if r["set"] != "train") <= train_vocab
     # the generator alone, with default settings, also gives >= 2000 distinct sentences
-    import random
     alone = SentenceGenerator(random.Random(1)).distinct(2500)
     assert len(set(alone)) == 2500 and 200 <= len(vocabulary(alone)) <= 300
 

@@ -5,7 +5,8 @@ One checkpoint called ``NAME`` (``{epoch}`` at an epoch end, ``step_{S}`` every
 
     NAME.pt         bare model state_dict (DDP prefix stripped), as WeNet tools expect
     NAME.avg.pt     the running weight average, same keys (epoch checkpoints)
-    NAME.yaml       epoch, step, lr, cv_loss, save_time, ...
+    NAME.yaml       epoch, step, lr, cv_loss, save_time, ... (epoch checkpoints only: WeNet's
+                    average_model.py globs every ``*.yaml`` but train.yaml and needs cv_loss)
     NAME.resume.pt  optimizer, scheduler, scaler, counters, RNG per rank, data position
 
 Every file is written to a temporary name, fsync'ed and renamed, and
@@ -77,17 +78,22 @@ def checkpoint_base(path: str) -> str:
 
 def save_checkpoint(base: str, model_state: Mapping[str, torch.Tensor], infos: Dict[str, Any],
                     avg_state: Optional[Mapping[str, torch.Tensor]] = None,
-                    resume_state: Optional[Dict[str, Any]] = None) -> None:
-    """Write the files of checkpoint ``base`` (a path without extension), resume state last."""
+                    resume_state: Optional[Dict[str, Any]] = None, write_yaml: bool = True) -> None:
+    """Write the files of checkpoint ``base`` (a path without extension), resume state last.
+
+    ``infos`` (plus ``save_time``) go to ``base.yaml`` when ``write_yaml``, and
+    into the resume state (key ``infos``) in any case.
+    """
     os.makedirs(os.path.dirname(os.path.abspath(base)), exist_ok=True)
     start = time.time()
     atomic_torch_save(dict(model_state), f"{base}.pt")
     if avg_state is not None:
         atomic_torch_save(dict(avg_state), f"{base}.avg.pt")
     infos = dict(infos, save_time=time.strftime("%Y-%m-%d %H:%M:%S"))
-    atomic_write_text(f"{base}.yaml", yaml.safe_dump(infos, sort_keys=True))
+    if write_yaml:
+        atomic_write_text(f"{base}.yaml", yaml.safe_dump(infos, sort_keys=True))
     if resume_state is not None:
-        atomic_torch_save(resume_state, f"{base}{RESUME_SUFFIX}")
+        atomic_torch_save(dict(resume_state, infos=infos), f"{base}{RESUME_SUFFIX}")
     logging.info("saved checkpoint %s in %.1f s", base, time.time() - start)
 
 

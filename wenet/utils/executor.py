@@ -20,6 +20,7 @@ Each epoch ends with CV (loss averaged over utterances of all ranks) and the
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import math
 import time
@@ -82,8 +83,9 @@ class Executor:
                  conf: TrainConf, device: torch.device, dist_info: DistInfo, model_dir: str,
                  scaler: Optional[torch.amp.GradScaler] = None,
                  amp_dtype: Optional[torch.dtype] = None, writer=None,
-                 averager: Optional[ModelAverager] = None) -> None:
+                 averager: Optional[ModelAverager] = None, train_set=None) -> None:
         self.model = model
+        self.train_set = train_set  # a wenet.dataset.dataset.Dataset: positioned on resume
         self.module = model.module if isinstance(model, DistributedDataParallel) else model
         self.optimizer = optimizer
         self.scheduler = scheduler
@@ -110,14 +112,14 @@ class Executor:
         return t
 
     # ------------------------------------------------------------------- training
-    def fit(self, train_set, make_train_loader: Callable[[int, int], Iterable],
+    def fit(self, make_train_loader: Callable[[int], Iterable],
             make_cv_loader: Callable[[], Iterable]) -> None:
         """Train from ``self.state`` to ``max_epoch``.
 
-        ``make_train_loader(epoch, skip)`` must yield the epoch's batches after
-        the first ``skip`` (the dataset seeks; see ``wenet/bin/train.py``).
+        ``make_train_loader(epoch)`` gives the epoch's DataLoader over
+        ``self.train_set``; the dataset's ``consume`` skips what a resumed
+        checkpoint had already trained on.
         """
-        del train_set  # positioned by make_train_loader
         while self.state.epoch < self.conf.max_epoch:
             if self.state.epoch_done:
                 self.state.epoch += 1
@@ -127,7 +129,8 @@ class Executor:
             epoch = self.state.epoch
             logging.info("epoch %d: starting at batch %d (step %d), lr %.3e", epoch,
                          self.state.batches_done, self.state.step, self.lr)
-            self.train_epoch(make_train_loader(epoch, self.state.batches_done))
+            self.train_set.set_epoch(epoch)
+            self.train_epoch(self.train_set.consume(make_train_loader(epoch)))
             cv_loss = self.cv(make_cv_loader())
             logging.info("epoch %d: cv_loss %.4f, step %d, lr %.3e", epoch, cv_loss,
                          self.state.step, self.lr)
@@ -136,6 +139,7 @@ class Executor:
                 self.writer.add_scalar("epoch/lr", self.lr, epoch)
                 self.writer.flush()
             self.state.epoch_done = True
+            self.check_replicas()
             self.save(str(epoch), cv_loss=cv_loss)
 
     @property
@@ -342,6 +346,26 @@ class Executor:
                 self.writer.add_scalar("train/skipped", st.skipped_nonfinite + st.skipped_oom, st.step)
         log.update(loss=0.0, loss_ctc=0.0, loss_att=0.0, n=0, audio=0.0, t=now)
 
+    def check_replicas(self) -> str:
+        """SHA-256 of the parameters, logged; under DDP every rank must hold the same bytes.
+
+        Buffers are left out: BatchNorm statistics legitimately differ between
+        ranks after the last batch (DDP copies rank 0's at the next forward, and
+        rank 0's are the ones saved).
+        """
+        digest = hashlib.sha256()
+        for name, value in sorted(self.module.named_parameters()):
+            digest.update(name.encode())
+            digest.update(value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        mine = digest.hexdigest()
+        logging.info("epoch %d: parameters sha256 %s", self.state.epoch, mine)
+        if self.dist.distributed:
+            every = [None] * self.dist.world_size
+            dist.all_gather_object(every, mine)
+            if len(set(every)) != 1:
+                raise RuntimeError(f"DDP replicas diverged at epoch {self.state.epoch}: {every}")
+        return mine
+
     # ------------------------------------------------------------------------- CV
     @torch.no_grad()
     def cv(self, loader: Iterable) -> float:
@@ -371,12 +395,13 @@ class Executor:
     # ---------------------------------------------------------------- checkpoints
     def save(self, name: str, cv_loss: Optional[float] = None) -> None:
         """Checkpoint ``name`` (all ranks call it: each contributes its RNG state)."""
-        rng = capture_rng_state()
-        rngs = [None] * self.dist.world_size
+        mine = {"rng": capture_rng_state(),
+                "data": self.train_set.state_dict() if self.train_set is not None else None}
+        per_rank = [None] * self.dist.world_size
         if self.dist.distributed:
-            dist.all_gather_object(rngs, rng)
+            dist.all_gather_object(per_rank, mine)
         else:
-            rngs = [rng]
+            per_rank = [mine]
         if self.dist.rank != 0:
             return
         st = self.state
@@ -388,10 +413,11 @@ class Executor:
                   "scheduler": self.scheduler.state_dict(),
                   "scaler": self.scaler.state_dict() if self.scaler is not None else None,
                   "averager": self.averager.state_dict() if self.averager is not None else None,
-                  "rng": rngs, "world_size": self.dist.world_size}
+                  "per_rank": per_rank, "world_size": self.dist.world_size}
         model_state = {k: v.detach().cpu() for k, v in strip_ddp_prefix(self.module.state_dict()).items()}
         avg = self.averager.export() if (self.averager is not None and st.epoch_done) else None
-        save_checkpoint(f"{self.model_dir}/{name}", model_state, infos, avg, resume)
+        save_checkpoint(f"{self.model_dir}/{name}", model_state, infos, avg, resume,
+                        write_yaml=st.epoch_done)
 
     def restore(self, base: str) -> None:
         """Continue from checkpoint ``base``: exactly when its resume state exists, else weights only."""
@@ -418,11 +444,15 @@ class Executor:
         if self.averager is not None and resume.get("averager"):
             self.averager.load_state_dict(resume["averager"])
         if resume["world_size"] == self.dist.world_size:
-            restore_rng_state(resume["rng"][self.dist.rank])
+            mine = resume["per_rank"][self.dist.rank]
+            restore_rng_state(mine["rng"])
+            if self.train_set is not None and mine["data"] is not None:
+                self.train_set.load_state_dict(mine["data"])
         else:
-            logging.warning("%s was saved by %d ranks, this run has %d: the data position and RNG "
-                            "streams cannot be continued exactly", base, resume["world_size"],
-                            self.dist.world_size)
+            logging.warning("%s was saved by %d ranks, this run has %d: RNG streams start afresh "
+                            "and an unfinished epoch restarts from its first batch", base,
+                            resume["world_size"], self.dist.world_size)
+            self.state.batches_done = 0
         logging.info("resumed from %s: epoch %d (%s), step %d, batch %d", base, self.state.epoch,
                      "done" if self.state.epoch_done else "in progress", self.state.step,
                      self.state.batches_done)

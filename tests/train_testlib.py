@@ -1,0 +1,138 @@
+"""Helpers for the training tests: a tiny shard corpus, a tiny config, and a runner for train.py.
+
+Kept out of test_*.py so several test files can share it (pytest puts tests/ on sys.path).
+"""
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import tarfile
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import soundfile as sf
+import torch
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LETTERS = "abcde"
+
+TINY_CONFIG: Dict = {
+    "encoder": "conformer",
+    "encoder_conf": {"output_size": 32, "attention_heads": 2, "linear_units": 64, "num_blocks": 1,
+                     "dropout_rate": 0.1, "positional_dropout_rate": 0.1,
+                     "attention_dropout_rate": 0.0, "input_layer": "conv2d",
+                     "pos_enc_layer_type": "rel_pos", "cnn_module_kernel": 3},
+    "decoder": "bitransformer",
+    "decoder_conf": {"attention_heads": 2, "linear_units": 64, "num_blocks": 1, "r_num_blocks": 1,
+                     "dropout_rate": 0.1},
+    "model_conf": {"ctc_weight": 0.3, "lsm_weight": 0.1, "reverse_weight": 0.3},
+    "dataset_conf": {
+        "filter_conf": {"max_length": 3000, "min_length": 10},
+        "fbank_conf": {"num_mel_bins": 40, "frame_length": 25, "frame_shift": 10, "dither": 0.1},
+        "spec_aug": True,
+        "spec_aug_conf": {"num_t_mask": 1, "num_f_mask": 1, "max_t": 10, "max_f": 5},
+        "shuffle": True, "shuffle_conf": {"shuffle_size": 20},
+        "sort": True, "sort_conf": {"sort_size": 8},
+        "batch_conf": {"batch_type": "static", "batch_size": 4},
+    },
+    "grad_clip": 5.0, "accum_grad": 2, "max_epoch": 2, "log_interval": 2,
+    "save_interval": 0, "average_period": 2,
+    "optim": "adam", "optim_conf": {"lr": 0.002},
+    "scheduler": "warmuplr", "scheduler_conf": {"warmup_steps": 5},
+}
+
+
+def make_corpus(root: str, num_utts: int = 24, num_shards: int = 2, seed: int = 0,
+                cv_utts: int = 6) -> Dict[str, str]:
+    """Noise/tone utterances (0.5–1 s, 16 kHz) with random 'abcde' transcripts, as tar shards.
+
+    Returns paths: train (data.list), cv (data.list), units (units.txt).
+    """
+    rng = np.random.default_rng(seed)
+    os.makedirs(root, exist_ok=True)
+
+    def write_set(name: str, n: int, shards: int) -> str:
+        keys = [f"{name}{i:03d}" for i in range(n)]
+        paths = []
+        for s in range(shards):
+            path = os.path.join(root, f"{name}_shard{s}.tar")
+            with tarfile.open(path, "w") as tar:
+                for key in keys[s::shards]:
+                    dur = rng.uniform(0.5, 1.0)
+                    t = np.arange(int(dur * 16000)) / 16000
+                    wav = 0.1 * np.sin(2 * np.pi * rng.uniform(200, 800) * t) + 0.02 * rng.standard_normal(t.size)
+                    text = "".join(rng.choice(list(LETTERS), size=rng.integers(2, 6)))
+                    buf = io.BytesIO()
+                    sf.write(buf, wav.astype(np.float32), 16000, format="WAV", subtype="PCM_16")
+                    for member, data in ((f"{key}.txt", text.encode()), (f"{key}.wav", buf.getvalue())):
+                        info = tarfile.TarInfo(member)
+                        info.size = len(data)
+                        tar.addfile(info, io.BytesIO(data))
+            paths.append(path)
+        lst = os.path.join(root, f"{name}.list")
+        with open(lst, "w") as f:
+            f.write("".join(p + "\n" for p in paths))
+        return lst
+
+    units = os.path.join(root, "units.txt")
+    with open(units, "w") as f:
+        f.write("<blank> 0\n<unk> 1\n")
+        for i, ch in enumerate(LETTERS):
+            f.write(f"{ch} {i + 2}\n")
+        f.write(f"<sos/eos> {len(LETTERS) + 2}\n")
+    return {"train": write_set("train", num_utts, num_shards), "cv": write_set("cv", cv_utts, 1),
+            "units": units}
+
+
+def write_config(path: str, **overrides) -> str:
+    """TINY_CONFIG with top-level keys replaced, written as YAML."""
+    conf = dict(TINY_CONFIG, **overrides)
+    with open(path, "w") as f:
+        yaml.safe_dump(conf, f)
+    return path
+
+
+def train_args(corpus: Dict[str, str], config: str, model_dir: str, extra: Sequence[str] = ()) -> List[str]:
+    return ["--config", config, "--data_type", "shard", "--symbol_table", corpus["units"],
+            "--train_data", corpus["train"], "--cv_data", corpus["cv"], "--model_dir", model_dir,
+            "--num_workers", "0", "--seed", "7", *extra]
+
+
+def env() -> Dict[str, str]:
+    """Environment for subprocesses: repo importable, one thread (deterministic, no contention)."""
+    e = dict(os.environ)
+    e["PYTHONPATH"] = REPO + os.pathsep + e.get("PYTHONPATH", "")
+    e["OMP_NUM_THREADS"] = "1"
+    e["LC_ALL"] = "C"
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        e.pop(var, None)
+    return e
+
+
+def train_cmd(args: Sequence[str]) -> List[str]:
+    return [sys.executable, os.path.join(REPO, "wenet", "bin", "train.py"), *args]
+
+
+def run_train(args: Sequence[str], timeout: float = 120, log: Optional[str] = None) -> subprocess.CompletedProcess:
+    """Run train.py to completion; raise with its output if it fails."""
+    proc = subprocess.run(train_cmd(args), env=env(), capture_output=True, text=True, timeout=timeout)
+    if log:
+        with open(log, "w") as f:
+            f.write(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def load_state(path: str) -> Dict[str, torch.Tensor]:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def assert_same_state(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]) -> None:
+    """Bitwise equality of two state_dicts."""
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), f"{k} differs (max |diff| {(a[k].double() - b[k].double()).abs().max()})"

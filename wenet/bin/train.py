@@ -1,0 +1,151 @@
+"""Train an ASR model (run.sh stage 4; one process per GPU or CPU worker, see tools/launch_train.sh).
+
+Resume: ``--checkpoint DIR/NAME.pt`` continues from that checkpoint (exactly,
+when its ``NAME.resume.pt`` exists; weights only otherwise). Without
+``--checkpoint``, a model_dir that already holds complete checkpoints is
+resumed from the newest one, so rerunning an interrupted stage 4 continues it
+and rerunning a finished one does nothing. Use a fresh --model_dir to start over.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import List, Optional
+
+import torch
+import yaml
+
+from wenet.dataset.dataset import Dataset
+from wenet.utils.checkpoint import checkpoint_base
+from wenet.utils.executor import Executor
+from wenet.utils.file_utils import read_symbol_table
+from wenet.utils.init_model import init_model
+from wenet.utils.model_average import ModelAverager
+from wenet.utils.scheduler import build_scheduler
+from wenet.utils.train_utils import (TrainConf, build_optimizer, init_distributed, input_dim_of,
+                                     override_config, save_yaml, seed_everything,
+                                     train_yaml_configs, under_torchrun)
+
+AMP_DTYPES = {"none": None, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", required=True, help="training yaml")
+    p.add_argument("--model_dir", required=True, help="experiment dir for checkpoints and train.yaml")
+    p.add_argument("--train_data", required=True, help="train data.list")
+    p.add_argument("--cv_data", required=True, help="cv data.list")
+    p.add_argument("--symbol_table", required=True, help="units.txt")
+    p.add_argument("--data_type", default="shard", choices=["shard", "raw"])
+    p.add_argument("--bpe_model", default=None, help="sentencepiece model (none: characters)")
+    p.add_argument("--cmvn", default=None, help="global_cmvn JSON")
+    p.add_argument("--gpu", type=int, default=-1, help="GPU id; -1: CPU")
+    p.add_argument("--checkpoint", default=None, help="resume from this NAME.pt")
+    p.add_argument("--tensorboard_dir", default=None, help="default: MODEL_DIR/tensorboard")
+    p.add_argument("--num_workers", type=int, default=0, help="DataLoader worker processes")
+    p.add_argument("--prefetch", type=int, default=100, help="batches prefetched per worker")
+    p.add_argument("--pin_memory", action="store_true")
+    p.add_argument("--use_amp", nargs="?", const="fp16", default="none", choices=sorted(AMP_DTYPES),
+                   help="mixed precision: fp16 (with a grad scaler; bare --use_amp), bf16 or none")
+    p.add_argument("--override_config", action="append", default=[],
+                   help='"key.sub value" (value read as YAML); repeatable')
+    p.add_argument("--seed", type=int, default=777)
+    p.add_argument("--ddp.init_method", dest="ddp_init_method", default=None,
+                   help="e.g. file:///shared/dir/ddp_init (ignored under torchrun: env://)")
+    p.add_argument("--ddp.world_size", dest="ddp_world_size", type=int, default=1)
+    p.add_argument("--ddp.rank", dest="ddp_rank", type=int, default=0)
+    p.add_argument("--ddp.dist_backend", dest="ddp_dist_backend", default=None,
+                   choices=["nccl", "gloo"], help="default: nccl on GPU, gloo on CPU")
+    p.add_argument("--ddp.timeout", dest="ddp_timeout", type=float, default=60.0,
+                   help="seconds a collective may wait for the other ranks before failing")
+    return p
+
+
+def _device(args: argparse.Namespace, local_rank: int) -> torch.device:
+    if args.gpu < 0:
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"--gpu {args.gpu} given but CUDA is not available (use --gpu -1)")
+    if under_torchrun():
+        return torch.device("cuda", local_rank)
+    return torch.device("cuda", 0)  # CUDA_VISIBLE_DEVICES was narrowed to --gpu in main()
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    args = get_parser().parse_args(argv)
+    rank_hint = os.environ.get("RANK", str(args.ddp_rank))
+    logging.basicConfig(level=logging.INFO,
+                        format=f"%(asctime)s rank{rank_hint} %(levelname)s %(message)s")
+    if args.gpu >= 0 and not under_torchrun():
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(args.gpu)  # before CUDA is initialised
+    backend = args.ddp_dist_backend or ("nccl" if args.gpu >= 0 else "gloo")
+    info = init_distributed(args.ddp_init_method, args.ddp_world_size, args.ddp_rank, backend,
+                            args.ddp_timeout)
+    device = _device(args, info.local_rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+
+    with open(args.config, "r", encoding="utf-8") as f:
+        configs = override_config(yaml.safe_load(f), args.override_config)
+    conf = TrainConf.from_configs(configs)
+    symbols = read_symbol_table(args.symbol_table)
+    output_dim = max(symbols.values()) + 1
+    configs = train_yaml_configs(configs, input_dim_of(configs), output_dim, args.cmvn)
+    os.makedirs(args.model_dir, exist_ok=True)
+    if info.rank == 0:
+        save_yaml(configs, os.path.join(args.model_dir, "train.yaml"))
+
+    seed_everything(args.seed)
+    dataset_conf = configs.get("dataset_conf") or {}
+    train_set = Dataset(args.data_type, args.train_data, symbols, dataset_conf, args.bpe_model,
+                        training=True, seed=args.seed)
+    cv_set = Dataset(args.data_type, args.cv_data, symbols, dataset_conf, args.bpe_model,
+                     training=False, seed=args.seed)
+
+    def loader(dataset: Dataset, epoch: int) -> torch.utils.data.DataLoader:
+        # An explicit generator: creating the iterator must not draw from the global RNG,
+        # or a resumed run's dropout stream would differ from an uninterrupted one.
+        extra = {"prefetch_factor": args.prefetch} if args.num_workers > 0 else {}
+        return torch.utils.data.DataLoader(
+            dataset, batch_size=None, num_workers=args.num_workers, pin_memory=args.pin_memory,
+            generator=torch.Generator().manual_seed(args.seed + epoch), **extra)
+
+    model = init_model(configs).to(device)
+    if info.distributed:
+        model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
+    seed_everything(args.seed + info.rank)  # distinct dropout streams per rank
+    optimizer = build_optimizer(model.parameters(), conf.optim, conf.optim_conf)
+    scheduler = build_scheduler(optimizer, conf.scheduler, conf.scheduler_conf)
+    amp_dtype = AMP_DTYPES[args.use_amp]
+    scaler = torch.amp.GradScaler(device.type) if amp_dtype is torch.float16 else None
+    module = model.module if info.distributed else model
+    averager = ModelAverager(module.state_dict(), conf.average_period) if info.rank == 0 else None
+    executor = Executor(model, optimizer, scheduler, conf, device, info, args.model_dir,
+                        scaler=scaler, amp_dtype=amp_dtype, averager=averager, train_set=train_set)
+    if args.checkpoint:
+        executor.restore(checkpoint_base(args.checkpoint))
+    elif executor.restore_latest() is None:
+        logging.info("no checkpoint in %s: starting from scratch", args.model_dir)
+
+    if info.rank == 0:
+        from tensorboardX import SummaryWriter
+        executor.writer = SummaryWriter(args.tensorboard_dir or os.path.join(args.model_dir, "tensorboard"),
+                                        purge_step=executor.state.step or None)
+    try:
+        executor.fit(lambda epoch: loader(train_set, epoch), lambda: loader(cv_set, 0))
+    finally:
+        if executor.writer is not None:
+            executor.writer.close()
+    logging.info("training finished: %d epochs, %d updates", conf.max_epoch, executor.state.step)
+    if info.distributed:
+        torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit(130)

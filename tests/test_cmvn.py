@@ -18,6 +18,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RATE = 16000
 
 
+@pytest.fixture(autouse=True)
+def _keep_torch_threads():
+    """The tools' main() sets torch to one thread; give the rest of the session its setting back."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
 def _tool():
     spec = importlib.util.spec_from_file_location(
         "compute_cmvn_stats", os.path.join(ROOT, "tools", "compute_cmvn_stats.py"))

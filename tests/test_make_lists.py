@@ -8,6 +8,7 @@ import os
 import tarfile
 
 import numpy as np
+import pytest
 import soundfile as sf
 import torch
 import torchaudio
@@ -16,6 +17,14 @@ import wenet.utils.shard_writer as shard_writer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RATE = 16000
+
+
+@pytest.fixture(autouse=True)
+def _keep_torch_threads():
+    """The tools' main() sets torch to one thread; give the rest of the session its setting back."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
 
 
 def _tool(name):

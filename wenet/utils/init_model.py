@@ -70,3 +70,21 @@ def init_model(configs: Dict[str, Any]) -> ASRModel:
     logging.info("model: %s encoder, %s decoder, %.2f M parameters",
                  encoder_type, decoder_type, num_params / 1e6)
     return model
+
+
+def load_trained_model(config_path: str, checkpoint: Optional[str],
+                       device: str = "cpu") -> ASRModel:
+    """The model described by an experiment's ``train.yaml`` with ``checkpoint``'s
+    weights (strict), in eval mode: what recognition and export start from."""
+    import yaml  # local: only inference entry points need it here
+
+    with open(config_path, "r", encoding="utf-8") as f:
+        configs = yaml.safe_load(f)
+    model = init_model(configs)
+    if checkpoint:
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+        model.load_state_dict(state)
+        logging.info("loaded %s", checkpoint)
+    else:
+        logging.warning("no checkpoint given: the model is RANDOMLY INITIALISED")
+    return model.to(device).eval()

@@ -339,3 +339,48 @@ def tokens_to_text(tokens: Sequence[int], char_dict: Dict[int, str], eos: Option
     if raw:
         return text
     return " ".join(text.replace("\u2581", " ").split())
+
+
+DECODE_MODES = ("ctc_greedy_search", "ctc_prefix_beam_search", "attention", "attention_rescoring")
+
+
+@torch.no_grad()
+def decode_batch(model, feats: torch.Tensor, feats_lengths: torch.Tensor, modes: Sequence[str],
+                 beam_size: int = 10, ctc_weight: float = 0.0, reverse_weight: float = 0.0,
+                 length_penalty: float = 0.0, decoding_chunk_size: int = -1,
+                 num_decoding_left_chunks: int = -1, simulate_streaming: bool = False,
+                 blank_skip_threshold: Optional[float] = 0.999) -> Dict[str, List[List[int]]]:
+    """Best token sequence per utterance for every mode, from ONE encoder pass.
+
+    ``model`` offers ``encode``, ``ctc_logprobs``, ``decoder``, ``sos`` and
+    ``eos`` (docs/interfaces.md).  The CTC prefix beam search runs once when
+    both ``ctc_prefix_beam_search`` and ``attention_rescoring`` are asked for.
+    """
+    unknown = [m for m in modes if m not in DECODE_MODES]
+    if unknown:
+        raise ValueError(f"unknown decoding mode(s) {unknown}; known: {list(DECODE_MODES)}")
+    encoder_out, encoder_mask = model.encode(feats, feats_lengths, decoding_chunk_size,
+                                             num_decoding_left_chunks, simulate_streaming)
+    enc_lens = encoder_mask.reshape(encoder_out.size(0), -1).sum(dim=1)
+    out: Dict[str, List[List[int]]] = {}
+    logp = None
+    nbests: Optional[List[NBest]] = None
+    if any(m != "attention" for m in modes):
+        logp = model.ctc_logprobs(encoder_out)
+    if "ctc_prefix_beam_search" in modes or "attention_rescoring" in modes:
+        nbests = ctc_prefix_beam_search(logp, enc_lens, beam_size,
+                                        blank_skip_threshold=blank_skip_threshold)
+    for mode in modes:
+        if mode == "ctc_greedy_search":
+            out[mode] = ctc_greedy_search(logp, enc_lens)
+        elif mode == "ctc_prefix_beam_search":
+            out[mode] = [list(nb[0][0]) if nb else [] for nb in nbests]
+        elif mode == "attention":
+            res = attention_beam_search(model.decoder, encoder_out, encoder_mask, beam_size,
+                                        model.sos, model.eos, length_penalty)
+            out[mode] = [hyp for hyp, _ in res]
+        else:
+            res = attention_rescoring(model.decoder, encoder_out, encoder_mask, nbests,
+                                      model.sos, model.eos, ctc_weight, reverse_weight)
+            out[mode] = [hyp for hyp, _ in res]
+    return out

@@ -199,13 +199,23 @@ def expected_lexicon() -> str:
     return "".join(line + "\n" for line in sorted(words + letters))
 
 
-def test_swbd_stage0_on_mini_corpus(tmp_path: Path):
-    c = make_corpus(tmp_path / "corpora")
-    work = tmp_path / "work"
+@pytest.fixture(scope="module")
+def stage0(tmp_path_factory):
+    """The mini corpus and a work dir mirroring the repo (run.sh writes data/ beside itself)."""
+    tmp = tmp_path_factory.mktemp("swbd")
+    c = make_corpus(tmp / "corpora")
+    work = tmp / "work"
     work.mkdir()
-    r = subprocess.run(["bash", str(ROOT / "local" / "swbd_stage0.sh"), "--num_dev_utts", "2", "--max_dup", "2",
+    for name in ("run.sh", "path.sh", "tools", "local", "wenet", "conf", ".venv"):
+        (work / name).symlink_to(ROOT / name)
+    r = subprocess.run(["bash", "local/swbd_stage0.sh", "--num_dev_utts", "2", "--max_dup", "2",
                         str(c["swbd"]), f"{c['speech']} {c['trans']}", "data"],
-                       cwd=work, capture_output=True, text=True, env=_env(tmp_path))
+                       cwd=work, capture_output=True, text=True, env=_env(tmp))
+    return c, work, r
+
+
+def test_swbd_stage0_on_mini_corpus(stage0):
+    c, work, r = stage0
     assert r.returncode == 0, r.stdout + r.stderr
     data = work / "data"
     s1, s5, e = (c["swbd"] / "swb1_d1/data/sw02001", c["swbd"] / "swb1_d2/data/sw02005",
@@ -265,3 +275,40 @@ def test_swbd_stage0_on_mini_corpus(tmp_path: Path):
     wav, rate = load_audio(_scp(s5, "sw02005", "B").split(" ", 1)[1].strip(), 1.0, 2.5)
     ref, _ = read_sphere(f"{s5}.sph")
     assert rate == RATE and np.array_equal(np.round(wav[0].numpy() * 32768).astype(np.int16), ref[1, 8000:20000])
+
+
+def test_run_sh_stages_1_to_3_on_swbd(stage0, tmp_path: Path):
+    c, work, r0 = stage0
+    assert r0.returncode == 0, r0.stderr
+    feat = tmp_path / "feat"
+    # nbpe 30, not 20: the train_nodup text has 18 characters, which with sentencepiece's
+    # 3 meta pieces and the 3 swbd noise symbols need a vocabulary of at least 24.
+    r = subprocess.run(["./run.sh", "--corpus", "swbd", "--stage", "1", "--stop_stage", "3", "--nbpe", "30",
+                        "--train_config", "conf/train_conformer.yaml", "--dir", str(tmp_path / "exp"),
+                        "--feat_dir", str(feat), "--nj", "1"],
+                       cwd=work, capture_output=True, text=True, env=_env(tmp_path))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert (feat / "train_nodup" / "global_cmvn").is_file()
+    sph = {}
+    for x in ("train_nodup", "train_dev", "eval2000"):
+        text = dict(line.split(" ", 1) for line in (work / "data" / x / "text").read_text().splitlines())
+        segs = {line.split()[0]: line.split()[1:] for line in (work / "data" / x / "segments").read_text().splitlines()}
+        shards = (feat / x / "data.list").read_text().split()
+        members = []
+        for shard in shards:
+            with tarfile.open(shard) as tar:
+                for m in tar.getmembers():
+                    members.append((m.name, tar.extractfile(m).read()))
+        assert [n for n, _ in members] == [f"{k}.{ext}" for k in sorted(text) for ext in ("txt", "wav")]
+        for (name, txt), (_, wav) in zip(members[::2], members[1::2]):
+            key = name[:-4]
+            assert txt.decode("utf-8") == text[key]
+            rec, start, end = segs[key]
+            path = next(p for p in (c["swbd"].rglob("*.sph") if rec.startswith("sw") else c["speech"].rglob("*.sph"))
+                        if p.stem == rec[:-2])
+            if path not in sph:
+                sph[path] = read_sphere(str(path))[0]
+            channel = 0 if rec.endswith("-A") else 1
+            audio, rate = sf.read(io.BytesIO(wav), dtype="int16")
+            first, last = int(round(float(start) * RATE)), int(round(float(end) * RATE))
+            assert rate == RATE and np.array_equal(audio, sph[path][channel, first:last]), key

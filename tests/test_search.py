@@ -167,6 +167,7 @@ def test_greedy_equals_argmax_then_collapse():
         assert got[b] == list(_collapse(best))
 
 
+@torch.no_grad()
 def _manual_decoder_score(dec, enc, mask, hyp, sos, eos, r2l=False):
     seq = list(reversed(hyp)) if r2l else list(hyp)
     ys = torch.tensor([[sos] + seq])
@@ -208,6 +209,7 @@ def test_attention_rescoring_picks_argmax(ctc_weight, reverse_weight):
         assert got[b][1] == pytest.approx(combined[best], abs=1e-4)
 
 
+@torch.no_grad()
 def _greedy_attention(dec, enc, mask, sos, eos, max_len):
     seq, score = [], 0.0
     for _ in range(max_len):

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Decoding speed per mode: real-time factor and utterances per second at several batch sizes.
+
+Data: the built-in corpus's dev set (raw_wav/dev/data.list, made by run.sh
+stages 0-3). Model: --checkpoint with its --config (an experiment's train.yaml);
+without a checkpoint a RANDOMLY INITIALISED model from conf/train_conformer.yaml
+is timed (the search then sees near-uniform posteriors, so attention decoding
+runs to the maximum length: an upper bound, not a typical figure).
+
+Features are computed once per batch size before timing; the figures cover the
+encoder pass and the search of each mode on its own (model + search time).
+
+    . ./path.sh && python bench/decode.py [--checkpoint exp/.../avg_5.pt --config exp/.../train.yaml]
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+from typing import List
+
+import torch
+import yaml
+
+from wenet.bin.recognize import decoding_dataset_conf, load_model
+from wenet.dataset.dataset import Dataset
+from wenet.transformer.search import DECODE_MODES, decode_batch
+from wenet.utils.file_utils import read_symbol_table
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", default="conf/train_conformer.yaml")
+    p.add_argument("--checkpoint", default=None)
+    p.add_argument("--data_list", default="raw_wav/dev/data.list")
+    p.add_argument("--data_type", default="shard", choices=["raw", "shard"],
+                   help="as run.sh made the list (its default: shard)")
+    p.add_argument("--dict", default="data/lang_char/train_unigram128_units.txt")
+    p.add_argument("--bpe_model", default="data/lang_char/train_unigram128.model")
+    p.add_argument("--modes", default=" ".join(DECODE_MODES))
+    p.add_argument("--batch_sizes", default="1 16")
+    p.add_argument("--beam_size", type=int, default=10)
+    p.add_argument("--max_utts", type=int, default=0, help="0: the whole list")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    args = p.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    for path in (args.data_list, args.dict, args.config):
+        if not os.path.exists(path):
+            raise SystemExit(f"{path} not found: run run.sh stages 0-3 first (or pass it)")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    with open(args.config, "r", encoding="utf-8") as f:
+        configs = yaml.safe_load(f)
+    symbols = read_symbol_table(args.dict)
+    configs.setdefault("input_dim", configs.get("dataset_conf", {}).get(
+        "fbank_conf", {}).get("num_mel_bins", 80))
+    configs.setdefault("output_dim", len(symbols))
+    configs.setdefault("cmvn_file", None)
+    if not args.checkpoint:
+        logging.warning("no --checkpoint: timing a randomly initialised model from %s",
+                        args.config)
+    model = load_model(configs, args.checkpoint, torch.device("cpu"))
+    frame_shift = float(configs.get("dataset_conf", {}).get("fbank_conf", {})
+                        .get("frame_shift", 10.0)) / 1000.0
+    bpe = args.bpe_model if os.path.exists(args.bpe_model) else None
+    rows: List[str] = []
+    for bs in [int(b) for b in args.batch_sizes.split()]:
+        conf = decoding_dataset_conf(configs.get("dataset_conf", {}), bs)
+        batches, n = [], 0
+        for batch in Dataset(args.data_type, args.data_list, symbols, conf, bpe,
+                             partition=False, training=False):
+            batches.append(batch)
+            n += len(batch["keys"])
+            if args.max_utts and n >= args.max_utts:
+                break
+        if not batches:
+            raise SystemExit(f"no utterance could be read from {args.data_list} "
+                             f"(is --data_type {args.data_type} right?)")
+        audio = sum(float(b["feats_lengths"].sum()) for b in batches) * frame_shift
+        for mode in args.modes.split():
+            decode_batch(model, batches[0]["feats"], batches[0]["feats_lengths"], [mode],
+                         args.beam_size, ctc_weight=0.5)  # warm-up, not timed
+            start = time.perf_counter()
+            for b in batches:
+                decode_batch(model, b["feats"], b["feats_lengths"], [mode], args.beam_size,
+                             ctc_weight=0.5)
+            took = time.perf_counter() - start
+            rows.append(f"| {mode} | {bs} | {n} | {audio:.1f} | {took / audio:.4f} | "
+                        f"{n / took:.2f} |")
+            logging.info(rows[-1])
+    print("| mode | batch | utts | audio s | RTF | utt/s |\n|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -152,3 +152,10 @@ def test_init_model_rejects_unknown_option():
     cfg["encoder_conf"] = dict(cfg["encoder_conf"], num_block=3)
     with pytest.raises(ValueError, match="num_block"):
         init_model(cfg)
+
+
+def test_too_short_input_is_a_clear_error():
+    enc = TransformerEncoder(20, output_size=16, attention_heads=2, linear_units=16,
+                             num_blocks=1)
+    with pytest.raises(ValueError, match="6 frames is shorter than the 7"):
+        enc(torch.randn(1, 6, 20), torch.tensor([6]))

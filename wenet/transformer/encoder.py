@@ -89,6 +89,9 @@ class BaseEncoder(torch.nn.Module):
         < 0 full context, > 0 that chunk size with ``num_decoding_left_chunks``
         (only with use_dynamic_chunk; static_chunk_size otherwise rules).
         """
+        if xs.size(1) <= self.embed.right_context:
+            raise ValueError(f"input of {xs.size(1)} frames is shorter than the "
+                             f"{self.embed.right_context + 1} frames one output frame needs")
         masks = ~make_pad_mask(xs_lens, xs.size(1)).unsqueeze(1)  # (B, 1, T)
         if self.global_cmvn is not None:
             xs = self.global_cmvn(xs)

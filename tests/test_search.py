@@ -240,7 +240,8 @@ def test_attention_beam_one_equals_greedy_and_wider_is_no_worse():
         # (catches caches not following the beam reordering).
         hyp = wide[b][0]
         seq = hyp + ([eos] if len(hyp) < n else [])
-        x, _, _ = dec(enc[b:b + 1], mask[b:b + 1], torch.tensor([[eos] + seq]), None)
+        with torch.no_grad():
+            x, _, _ = dec(enc[b:b + 1], mask[b:b + 1], torch.tensor([[eos] + seq]), None)
         lp = torch.log_softmax(x[0], -1)
         assert wide[b][1] == pytest.approx(sum(float(lp[j, w]) for j, w in enumerate(seq)),
                                            abs=1e-5)

@@ -26,6 +26,7 @@ class ToyDecoder(torch.nn.Module):
         self.out = torch.nn.Parameter(torch.randn(dim, vocab, generator=g) * 2)
         self.r_emb = torch.nn.Parameter(torch.randn(vocab, dim, generator=g))
         self.r_out = torch.nn.Parameter(torch.randn(dim, vocab, generator=g) * 2)
+        self.requires_grad_(False)
 
     @staticmethod
     def _ctx(memory, memory_mask):

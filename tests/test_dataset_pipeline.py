@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import math
 import os
 import random
 import subprocess
@@ -302,6 +303,18 @@ def test_padding_values_and_order():
 
 
 # ---------------------------------------------------------------- augmentation
+
+def test_speed_perturb_changes_duration_by_the_chosen_factor():
+    n = RATE  # 1 s
+    samples = [{"key": f"k{i}", "wav": torch.from_numpy(tone(1.0, i).astype(np.float32) / 32768)
+                .unsqueeze(0), "sample_rate": RATE} for i in range(12)]
+    out = list(processor.speed_perturb(iter(samples), random.Random(0)))
+    lengths = {s["wav"].size(1) for s in out}
+    # speed f plays the audio f times as fast: 1 s becomes 1/f s (resampling from
+    # rate * f to rate gives ceil(n * rate / (rate * f)) samples)
+    assert lengths == {math.ceil(n * 16000 / 14400), n, math.ceil(n * 16000 / 17600)}
+    assert all(s["sample_rate"] == RATE for s in out)
+
 
 def _runs(mask: torch.Tensor) -> List[Tuple[int, int]]:
     """Contiguous True runs of a 1-D bool mask as (start, length)."""

@@ -113,6 +113,9 @@ class Dataset(IterableDataset):
         self._consumed = 0         # batches consumed so far in this epoch
         self._loader_shape: Tuple[int, int] = (1, 0)
         self.last_stats: Optional[PipelineStats] = None  # of the last pass run in this process
+        # (rank, world) resolved in the main process, so that workers started
+        # with 'spawn' (no process group of their own) still split correctly
+        self._dist_shape: Optional[Tuple[int, int]] = None
 
     # ------------------------------------------------------------ epoch and resume state
 
@@ -126,6 +129,7 @@ class Dataset(IterableDataset):
             self._skip = 0
             self._consumed = 0
         self.epoch = epoch
+        self._dist_shape = self._rank_world()
 
     def state_dict(self) -> dict:
         """Where this rank stands: the epoch and how many of its batches were consumed.
@@ -164,7 +168,7 @@ class Dataset(IterableDataset):
         if getattr(loader, "persistent_workers", False):
             raise ValueError("persistent_workers=True would keep each worker's old epoch; "
                              "create the DataLoader without it")
-        rank, world = self._rank_world()
+        rank, world = self._dist_shape = self._rank_world()
         shape = (world, int(getattr(loader, "num_workers", 0)))
         saved = getattr(self, "_saved_shape", None)
         skip = self._skip
@@ -212,7 +216,7 @@ class Dataset(IterableDataset):
         return items
 
     def __iter__(self) -> Iterator[dict]:
-        rank, world = self._rank_world()
+        rank, world = self._dist_shape or self._rank_world()
         info = get_worker_info()
         worker, num_workers = (0, 1) if info is None else (info.id, info.num_workers)
         if info is not None:

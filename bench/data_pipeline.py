@@ -26,6 +26,7 @@ from torch.utils.data import DataLoader
 
 from wenet.dataset.dataset import Dataset
 from wenet.dataset.tokenizer import SPACE
+from wenet.utils.audio import load_audio
 from wenet.utils.file_utils import read_kaldi_map
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -42,14 +43,23 @@ def find_data_dir() -> Tuple[str, str]:
     sys.exit("no data: neither ../shared/corpora/speechocean762 nor data/train (run stage 0)")
 
 
+def duration(spec: str) -> float:
+    """Seconds of audio behind a wav.scp value (a path or ``cmd |``)."""
+    if spec.rstrip().endswith("|"):
+        wav, rate = load_audio(spec)
+        return wav.size(1) / rate
+    return sf.info(spec).duration
+
+
 def make_list(data_dir: str, root: str, max_utts: int, work: str) -> Tuple[str, str, float]:
     """Write a data.list (shards if the shard tool exists, else raw); returns
     (data_type, list path, total seconds of audio)."""
     wavs = read_kaldi_map(os.path.join(data_dir, "wav.scp"))
     texts = read_kaldi_map(os.path.join(data_dir, "text"))
     keys = sorted(k for k in wavs if k in texts)[:max_utts]
-    paths: Dict[str, str] = {k: os.path.normpath(os.path.join(root, wavs[k])) for k in keys}
-    seconds = sum(sf.info(p).duration for p in paths.values())
+    paths: Dict[str, str] = {k: wavs[k] if wavs[k].rstrip().endswith("|")
+                             else os.path.normpath(os.path.join(root, wavs[k])) for k in keys}
+    seconds = sum(duration(p) for p in paths.values())
     with open(os.path.join(work, "wav.scp"), "w", encoding="utf-8") as f:
         f.writelines(f"{k} {paths[k]}\n" for k in keys)
     with open(os.path.join(work, "text"), "w", encoding="utf-8") as f:
@@ -112,6 +122,14 @@ def main() -> None:
             best = min(best, elapsed)
             print(f"pass {epoch}: {utts} utterances, {seconds:.0f} s of audio in {elapsed:.2f} s "
                   f"({seconds / elapsed:.0f} s/s)")
+        # The same work in this process, timed in CPU seconds: what one worker costs
+        # when it has a core to itself (the wall figure above depends on machine load).
+        ds.set_epoch(args.passes)
+        cpu_start = time.process_time()
+        for _ in ds.consume(ds):
+            pass
+        cpu = time.process_time() - cpu_start
+        print(f"in-process pass: {cpu:.2f} CPU s ({seconds / cpu:.0f} s of audio per CPU second)")
     print(f"data pipeline ({data_type}, {os.path.basename(os.path.dirname(data_dir + '/'))}, "
           f"1 worker, speed_perturb={args.speed_perturb}, dither={args.dither}): "
           f"{seconds / best:.0f} s of audio per second")

@@ -111,7 +111,8 @@ class Dataset(IterableDataset):
         self.epoch = 0
         self._skip = 0             # batches to skip at the start of the next consume()
         self._consumed = 0         # batches consumed so far in this epoch
-        self._loader_shape: Tuple[int, int] = (1, 0)
+        self._loader_shape: Tuple[int, int] = (1, 0)   # (world_size, num_workers) of consume()
+        self._saved_shape: Optional[tuple] = None        # the same, from a loaded state
         self.last_stats: Optional[PipelineStats] = None  # of the last pass run in this process
         # (rank, world) resolved in the main process, so that workers started
         # with 'spawn' (no process group of their own) still split correctly
@@ -170,7 +171,7 @@ class Dataset(IterableDataset):
                              "create the DataLoader without it")
         rank, world = self._dist_shape = self._rank_world()
         shape = (world, int(getattr(loader, "num_workers", 0)))
-        saved = getattr(self, "_saved_shape", None)
+        saved = self._saved_shape
         skip = self._skip
         if skip and saved is not None and None not in saved and tuple(saved) != shape:
             logger.warning("resuming epoch %d with world_size/num_workers %s, saved with %s: "

@@ -7,9 +7,11 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
+import yaml
 
 import train_testlib as T
 
@@ -130,3 +132,22 @@ def test_dead_rank_makes_the_other_fail_fast(tmp_path):
                 p.wait()
         for f in logs:
             f.close()
+
+
+def test_nonfinite_loss_on_one_rank_is_skipped_by_both(tmp_path):
+    # batch 1 completes an update: its forward ran outside no_sync, and no rank may backward it
+    poisoned_batch = 1
+    code = ("import sys, train_testlib as T; "
+            "T.ddp_nan_worker(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4])")
+    e = T.env()
+    e["PYTHONPATH"] = os.path.dirname(os.path.abspath(__file__)) + os.pathsep + e["PYTHONPATH"]
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(r), str(tmp_path / "init"),
+                               str(poisoned_batch), str(tmp_path)], env=e,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in (0, 1)]
+    outs = [p.communicate(timeout=90)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    states = [yaml.safe_load(_read(str(tmp_path / f"rank{r}.yaml"))) for r in (0, 1)]
+    # 6 common batches, one skipped on both ranks: 5 good ones make 2 updates (the 5th is dropped)
+    assert states[0] == states[1]
+    assert (states[0]["batches"], states[0]["skipped"], states[0]["step"]) == (6, 1, 2)

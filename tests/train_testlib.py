@@ -136,3 +136,46 @@ def assert_same_state(a: Dict[str, torch.Tensor], b: Dict[str, torch.Tensor]) ->
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), f"{k} differs (max |diff| {(a[k].double() - b[k].double()).abs().max()})"
+
+
+class LinearStandIn(torch.nn.Module):
+    """A model with ASRModel's forward signature whose loss is NaN when feats[0, 0, 0] > 100."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 1)
+
+    def forward(self, feats, feats_lengths, target, target_lengths):
+        loss = self.linear(feats).mean()
+        if float(feats[0, 0, 0]) > 100:
+            loss = loss * float("nan")
+        return {"loss": loss, "loss_ctc": None, "loss_att": None}
+
+
+def ddp_nan_worker(rank: int, init_file: str, poisoned_batch: int, out_dir: str) -> None:
+    """One gloo rank of the executor on stand-in batches; rank 1 gets a NaN loss at
+    ``poisoned_batch`` and one batch fewer than rank 0. Writes its state and parameter hash."""
+    import torch.distributed as dist
+    from wenet.utils.executor import Executor
+    from wenet.utils.scheduler import WarmupLR
+    from wenet.utils.train_utils import DistInfo, TrainConf
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(LinearStandIn())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ex = Executor(model, opt, WarmupLR(opt, 2), TrainConf(accum_grad=2, log_interval=100),
+                  torch.device("cpu"), DistInfo(rank, 2), out_dir)
+    g = torch.Generator().manual_seed(rank)
+    batches = []
+    for i in range(7 if rank == 0 else 6):
+        feats = torch.randn(2, 3, 4, generator=g)
+        if rank == 1 and i == poisoned_batch:
+            feats[0, 0, 0] = 1000.0
+        batches.append({"keys": [f"r{rank}b{i}"], "feats": feats, "feats_lengths": torch.tensor([3, 3]),
+                        "target": torch.zeros(2, 1, dtype=torch.long), "target_lengths": torch.tensor([1, 1])})
+    ex.train_epoch(batches)
+    with open(os.path.join(out_dir, f"rank{rank}.yaml"), "w") as f:
+        yaml.safe_dump({"step": ex.state.step, "batches": ex.state.batches_done,
+                        "skipped": ex.state.skipped_nonfinite, "sha": ex.check_replicas()}, f)
+    dist.destroy_process_group()

@@ -19,8 +19,9 @@ import pytest
 import torch
 import yaml
 
-from wenet.bin import export_jit
-from wenet.transformer.search import attention_rescoring, ctc_prefix_beam_search, decode_batch
+from wenet.bin import export_jit, export_onnx
+from wenet.transformer.search import (attention_rescoring, ctc_greedy_search,
+                                      ctc_prefix_beam_search, decode_batch)
 from wenet.utils.init_model import init_model
 
 CONF_DIR = os.path.join(os.path.dirname(__file__), "..", "conf")
@@ -36,11 +37,21 @@ RUNTIME_METHODS = ("forward_encoder_chunk", "ctc_activation", "forward_attention
                    "is_bidirectional_decoder")
 
 
-def _make_experiment(root, conf_name):
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """One intra-op thread: the models are tiny, and on busy cores a thread pool
+    of small ops makes these tests 5-10x slower. Restored afterwards."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _make_experiment(root, conf_name, **encoder_extra):
     """A reduced config's model, made decisive, saved as an exp dir (train.yaml + .pt)."""
     with open(os.path.join(CONF_DIR, conf_name), "r", encoding="utf-8") as f:
         cfg = yaml.safe_load(f)
-    cfg["encoder_conf"].update(output_size=64, linear_units=128, num_blocks=2)
+    cfg["encoder_conf"].update(output_size=64, linear_units=128, num_blocks=2, **encoder_extra)
     cfg["decoder_conf"].update(linear_units=128, num_blocks=1)
     if "r_num_blocks" in cfg["decoder_conf"]:
         cfg["decoder_conf"]["r_num_blocks"] = 1
@@ -196,3 +207,85 @@ def test_export_jit_decodes_like_eager(tmp_path, conf_name, chunk_size):
             q, _ = _runtime_encode(qscript, xs.unsqueeze(0), -1, 0)
             rel = float((q - ref).norm() / ref.norm())
             assert rel < 0.1, rel
+
+
+# ---------------------------------------------------------------- ONNX
+
+def _onnx_stream(session, xs, meta):
+    """Run encoder.onnx chunk by chunk over one utterance (1, T, D) the way a runtime
+    does: fixed-size zero caches, att_mask False on the not-yet-filled slots."""
+    chunk_size, required = int(meta["chunk_size"]), int(meta["required_cache_size"])
+    subsampling, context = int(meta["subsampling_rate"]), int(meta["right_context"]) + 1
+    stride, window = subsampling * chunk_size, int(meta["decoding_window"])
+    blocks, head = int(meta["num_blocks"]), int(meta["head"])
+    size, kernel = int(meta["output_size"]), int(meta["cnn_module_kernel"])
+    att_cache = np.zeros((blocks, head, required, 2 * size // head), np.float32)
+    cnn_cache = np.zeros((blocks, 1, size, max(kernel - 1, 0)), np.float32)  # 0: no conv
+    offset, outs = 0, []
+    for cur in range(0, xs.shape[1] - context + 1, stride):
+        chunk = xs[:, cur:cur + window]
+        frames = ((chunk.shape[1] - 1) // 2 - 1) // 2  # conv2d subsampling's output
+        att_mask = np.ones((1, 1, required + frames), dtype=bool)
+        att_mask[:, :, :max(required - offset, 0)] = False
+        ys, att_cache, cnn_cache = session.run(None, {
+            "chunk": chunk, "offset": np.array([offset], np.int64), "att_cache": att_cache,
+            "cnn_cache": cnn_cache, "att_mask": att_mask})
+        assert att_cache.shape[2] == required and ys.shape[1] == frames
+        outs.append(ys)
+        offset += ys.shape[1]
+    return np.concatenate(outs, axis=1)
+
+
+@pytest.mark.parametrize("conf_name, encoder_extra", [
+    ("train_u2++_conformer.yaml", {}),  # relative positions, causal conv, two decoders
+    ("train_transformer.yaml", {"use_dynamic_chunk": True}),  # absolute positions, no conv
+])
+def test_export_onnx_streams_like_eager(tmp_path, conf_name, encoder_extra):
+    ort = pytest.importorskip("onnxruntime")
+    onnx = pytest.importorskip("onnx")
+    config, checkpoint, model = _make_experiment(str(tmp_path), conf_name, **encoder_extra)
+    bidirectional = str(int(model.is_bidirectional_decoder()))
+    out_dir = tmp_path / "onnx"
+    export_onnx.main(["--config", config, "--checkpoint", checkpoint,
+                      "--output_dir", str(out_dir), "--chunk_size", str(CHUNK),
+                      "--num_decoding_left_chunks", str(LEFT_CHUNKS)])
+    meta = {p.key: p.value for p in onnx.load(str(out_dir / "encoder.onnx")).metadata_props}
+    assert {k: meta[k] for k in ("subsampling_rate", "right_context", "sos_symbol",
+                                 "eos_symbol", "chunk_size", "left_chunks", "output_size",
+                                 "required_cache_size", "is_bidirectional_decoder")} == {
+        "subsampling_rate": "4", "right_context": "6", "sos_symbol": str(VOCAB - 1),
+        "eos_symbol": str(VOCAB - 1), "chunk_size": str(CHUNK),
+        "left_chunks": str(LEFT_CHUNKS), "output_size": "64",
+        "required_cache_size": str(CHUNK * LEFT_CHUNKS),
+        "is_bidirectional_decoder": bidirectional}
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    encoder, ctc, decoder = (ort.InferenceSession(str(out_dir / f"{name}.onnx"), opts)
+                             for name in ("encoder", "ctc", "decoder"))
+
+    with torch.no_grad():
+        for xs in _test_set():  # the longest fills and then rolls the 8-frame cache
+            ref, _ = model.encoder.forward_chunk_by_chunk(xs.unsqueeze(0), CHUNK, LEFT_CHUNKS)
+            got = _onnx_stream(encoder, xs.unsqueeze(0).numpy(), meta)
+            assert got.shape == tuple(ref.shape)
+            np.testing.assert_allclose(got, ref.numpy(), rtol=0, atol=1e-4)
+
+            ref_logp = model.ctc_activation(ref)
+            (logp,) = ctc.run(None, {"hidden": got})
+            np.testing.assert_allclose(logp, ref_logp.numpy(), rtol=0, atol=1e-4)
+            assert _greedy(torch.from_numpy(logp[0])) == ctc_greedy_search(
+                ref_logp, torch.tensor([ref.size(1)]))[0]
+
+        # more hypotheses and longer ones than the export example had (dynamic axes)
+        sos = VOCAB - 1
+        hyps = torch.tensor([[sos, 3, 4, 5, 6, 7, 8], [sos, 9, 10, 0, 0, 0, 0],
+                             [sos, 11, 0, 0, 0, 0, 0], [sos, 1, 2, 3, 4, 5, 0],
+                             [sos, 0, 0, 0, 0, 0, 0]])
+        hyps_lens = torch.tensor([7, 3, 2, 6, 1])
+        score, r_score = decoder.run(None, {"hyps": hyps.numpy(), "hyps_lens": hyps_lens.numpy(),
+                                            "encoder_out": ref.numpy()})
+        ref_score, ref_r_score = model.forward_attention_decoder(hyps, hyps_lens, ref,
+                                                                 model.reverse_weight)
+        np.testing.assert_allclose(score, ref_score.numpy(), rtol=0, atol=1e-4)
+        # (a placeholder scalar without a right-to-left decoder, in both)
+        np.testing.assert_allclose(r_score, ref_r_score.numpy(), rtol=0, atol=1e-4)

@@ -1,0 +1,39 @@
+"""Export a trained model as ONNX for CPU runtimes: a streaming encoder with
+fixed-size caches (encoder.onnx, metadata in its metadata_props), the CTC head
+(ctc.onnx) and the rescoring decoder (decoder.onnx). See wenet/utils/onnx_export.py."""
+from __future__ import annotations
+
+import argparse
+import logging
+
+import yaml
+
+from wenet.utils.init_model import load_trained_model
+from wenet.utils.onnx_export import export_onnx_models
+
+
+def get_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--config", required=True, help="the experiment's train.yaml")
+    parser.add_argument("--checkpoint", required=True, help="model state_dict (.pt)")
+    parser.add_argument("--output_dir", required=True, help="where the .onnx files go")
+    parser.add_argument("--chunk_size", type=int, default=16,
+                        help="output frames per encoder chunk")
+    parser.add_argument("--num_decoding_left_chunks", type=int, default=4,
+                        help="left chunks kept in the (fixed-size) attention cache")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    args = get_args(argv)
+    with open(args.config, "r", encoding="utf-8") as f:
+        feat_dim = int(yaml.safe_load(f)["input_dim"])
+    model = load_trained_model(args.config, args.checkpoint)
+    paths = export_onnx_models(model, args.output_dir, feat_dim, args.chunk_size,
+                               args.num_decoding_left_chunks)
+    logging.info("wrote %s", ", ".join(paths.values()))
+
+
+if __name__ == "__main__":
+    main()

@@ -224,7 +224,7 @@ def _onnx_stream(session, xs, meta):
     offset, outs = 0, []
     for cur in range(0, xs.shape[1] - context + 1, stride):
         chunk = xs[:, cur:cur + window]
-        frames = ((chunk.shape[1] - 1) // 2 - 1) // 2  # conv2d subsampling's output
+        frames = (chunk.shape[1] - context) // subsampling + 1  # output frames of this chunk
         att_mask = np.ones((1, 1, required + frames), dtype=bool)
         att_mask[:, :, :max(required - offset, 0)] = False
         ys, att_cache, cnn_cache = session.run(None, {

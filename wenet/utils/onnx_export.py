@@ -145,7 +145,12 @@ class RescoringDecoderONNX(torch.nn.Module):
 
 def encoder_metadata(model: torch.nn.Module, chunk_size: int,
                      left_chunks: int) -> Dict[str, str]:
-    """What a runtime needs to drive encoder.onnx (WeNet's metadata keys, plus a few)."""
+    """What a runtime needs to drive encoder.onnx (WeNet's metadata keys, plus a few).
+
+    ``cnn_module_kernel`` is the kernel of the causal convolution whose cache the
+    graph carries (cnn_cache has kernel - 1 frames), 0 when there is none (a
+    non-causal or conv-free encoder: cnn_cache then has 0 frames).
+    """
     encoder = model.encoder
     layer = encoder.encoders[0]
     conv = getattr(layer, "conv_module", None)

@@ -64,6 +64,11 @@ class ConvolutionModule(torch.nn.Module):
             new_cache = torch.zeros((0, 0, 0), dtype=x.dtype, device=x.device)
         x = self.pointwise_conv1(x)
         x = torch.nn.functional.glu(x, dim=1)
+        if self.lorder == 0 and mask_pad.size(2) > 0:
+            # pointwise_conv1's bias makes zeroed padding non-zero again; the
+            # depthwise convolution of an unpadded utterance sees zeros past its
+            # end, so zero the padding here too and batching cannot change results
+            x = x.masked_fill(~mask_pad, 0.0)
         x = self.depthwise_conv(x)
         if self.use_layer_norm:
             x = self.activation(self.norm(x.transpose(1, 2))).transpose(1, 2)

@@ -55,7 +55,7 @@ class BaseEncoder(torch.nn.Module):
                  input_layer: str = "conv2d", pos_enc_layer_type: str = "abs_pos",
                  normalize_before: bool = True, static_chunk_size: int = 0,
                  use_dynamic_chunk: bool = False, global_cmvn: Optional[GlobalCMVN] = None,
-                 use_dynamic_left_chunk: bool = False):
+                 use_dynamic_left_chunk: bool = False, subsampling_channels: int = 0):
         super().__init__()
         if input_layer not in SUBSAMPLING_CLASSES:
             raise ValueError(f"unknown input_layer '{input_layer}' "
@@ -67,7 +67,8 @@ class BaseEncoder(torch.nn.Module):
         self.global_cmvn = global_cmvn
         self.embed = SUBSAMPLING_CLASSES[input_layer](
             input_size, output_size, dropout_rate,
-            POS_ENC_CLASSES[pos_enc_layer_type](output_size, positional_dropout_rate))
+            POS_ENC_CLASSES[pos_enc_layer_type](output_size, positional_dropout_rate),
+            channels=subsampling_channels)
         self.normalize_before = normalize_before
         self.after_norm = torch.nn.LayerNorm(output_size, eps=1e-5)
         self.static_chunk_size = static_chunk_size
@@ -200,11 +201,12 @@ class TransformerEncoder(BaseEncoder):
                  normalize_before: bool = True, static_chunk_size: int = 0,
                  use_dynamic_chunk: bool = False, global_cmvn: Optional[GlobalCMVN] = None,
                  use_dynamic_left_chunk: bool = False, selfattention_layer_type: Optional[str] = None,
-                 activation_type: str = "relu"):
+                 activation_type: str = "relu", subsampling_channels: int = 0):
         super().__init__(input_size, output_size, attention_heads, linear_units, num_blocks,
                          dropout_rate, positional_dropout_rate, attention_dropout_rate,
                          input_layer, pos_enc_layer_type, normalize_before, static_chunk_size,
-                         use_dynamic_chunk, global_cmvn, use_dynamic_left_chunk)
+                         use_dynamic_chunk, global_cmvn, use_dynamic_left_chunk,
+                         subsampling_channels)
         attn_class = _attention_class(pos_enc_layer_type, selfattention_layer_type)
         self.encoders = torch.nn.ModuleList([
             TransformerEncoderLayer(
@@ -229,11 +231,13 @@ class ConformerEncoder(BaseEncoder):
                  use_dynamic_left_chunk: bool = False, selfattention_layer_type: Optional[str] = None,
                  activation_type: str = "swish", macaron_style: bool = True,
                  use_cnn_module: bool = True, cnn_module_kernel: int = 15,
-                 causal: bool = False, cnn_module_norm: str = "batch_norm"):
+                 causal: bool = False, cnn_module_norm: str = "batch_norm",
+                 subsampling_channels: int = 0):
         super().__init__(input_size, output_size, attention_heads, linear_units, num_blocks,
                          dropout_rate, positional_dropout_rate, attention_dropout_rate,
                          input_layer, pos_enc_layer_type, normalize_before, static_chunk_size,
-                         use_dynamic_chunk, global_cmvn, use_dynamic_left_chunk)
+                         use_dynamic_chunk, global_cmvn, use_dynamic_left_chunk,
+                         subsampling_channels)
         attn_class = _attention_class(pos_enc_layer_type, selfattention_layer_type)
 
         def ffn() -> PositionwiseFeedForward:

@@ -1,0 +1,1 @@
+"""RNN-T (transducer) model: prediction network, joint network, loss and searches."""

@@ -54,6 +54,8 @@ class TrainState:
     scaler_skips: int = 0             # AMP fp16 updates skipped by the grad scaler (overflow)
     consecutive_bad: int = 0
     train_seconds: float = 0.0
+    epoch_loss_sum: float = 0.0       # this rank's sum of batch loss * utterances, this epoch
+    epoch_loss_utts: int = 0          # utterances of this rank's good batches, this epoch
 
 
 @dataclass
@@ -125,22 +127,35 @@ class Executor:
                 self.state.epoch += 1
                 self.state.epoch_done = False
                 self.state.batches_done = 0
+                self.state.epoch_loss_sum, self.state.epoch_loss_utts = 0.0, 0
                 continue
             epoch = self.state.epoch
             logging.info("epoch %d: starting at batch %d (step %d), lr %.3e", epoch,
                          self.state.batches_done, self.state.step, self.lr)
             self.train_set.set_epoch(epoch)
             self.train_epoch(self.train_set.consume(make_train_loader(epoch)))
+            train_loss = self.epoch_train_loss()
             cv_loss = self.cv(make_cv_loader())
-            logging.info("epoch %d: cv_loss %.4f, step %d, lr %.3e", epoch, cv_loss,
-                         self.state.step, self.lr)
+            logging.info("epoch %d: train_loss %.4f, cv_loss %.4f, step %d, lr %.3e", epoch,
+                         train_loss, cv_loss, self.state.step, self.lr)
             if self.writer is not None:
+                self.writer.add_scalar("epoch/train_loss", train_loss, epoch)
                 self.writer.add_scalar("epoch/cv_loss", cv_loss, epoch)
                 self.writer.add_scalar("epoch/lr", self.lr, epoch)
                 self.writer.flush()
             self.state.epoch_done = True
             self.check_replicas()
-            self.save(str(epoch), cv_loss=cv_loss)
+            self.save(str(epoch), cv_loss=cv_loss, train_loss=train_loss)
+
+    def epoch_train_loss(self) -> float:
+        """Mean training loss per utterance over this epoch's good batches of all ranks.
+
+        Measured as the model was being updated (dropout on), so it is not directly
+        comparable with ``cv_loss``; NaN when no batch counted.
+        """
+        total, utts = (float(x) for x in self._reduce([self.state.epoch_loss_sum,
+                                                       float(self.state.epoch_loss_utts)]))
+        return total / utts if utts > 0 else float("nan")
 
     @property
     def lr(self) -> float:
@@ -315,6 +330,9 @@ class Executor:
     # -------------------------------------------------------------------- logging
     def _accumulate_log(self, log: Dict[str, Any], out: Dict[str, Any], batch: Dict[str, Any]) -> None:
         log["n"] += 1
+        utts = int(batch["feats"].shape[0])
+        self.state.epoch_loss_sum += float(out["loss"].detach()) * utts
+        self.state.epoch_loss_utts += utts
         for key in ("loss", "loss_ctc", "loss_att"):
             value = out.get(key)
             if value is not None:
@@ -393,7 +411,8 @@ class Executor:
         return total / count
 
     # ---------------------------------------------------------------- checkpoints
-    def save(self, name: str, cv_loss: Optional[float] = None) -> None:
+    def save(self, name: str, cv_loss: Optional[float] = None,
+             train_loss: Optional[float] = None) -> None:
         """Checkpoint ``name`` (all ranks call it: each contributes its RNG state)."""
         mine = {"rng": capture_rng_state(),
                 "data": self.train_set.state_dict() if self.train_set is not None else None}
@@ -406,6 +425,7 @@ class Executor:
             return
         st = self.state
         infos = {"epoch": st.epoch, "step": st.step, "lr": self.lr, "cv_loss": cv_loss,
+                 "train_loss": train_loss,
                  "batches": st.batches_done, "world_size": self.dist.world_size,
                  "skipped_nonfinite": st.skipped_nonfinite, "skipped_oom": st.skipped_oom}
         resume = {"format": RESUME_FORMAT, **asdict(st),
@@ -453,6 +473,7 @@ class Executor:
                             "and an unfinished epoch restarts from its first batch", base,
                             resume["world_size"], self.dist.world_size)
             self.state.batches_done = 0
+            self.state.epoch_loss_sum, self.state.epoch_loss_utts = 0.0, 0
         logging.info("resumed from %s: epoch %d (%s), step %d, batch %d", base, self.state.epoch,
                      "done" if self.state.epoch_done else "in progress", self.state.step,
                      self.state.batches_done)

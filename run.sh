@@ -34,7 +34,8 @@ dir=                    # empty: exp/<corpus>_<config name>
 checkpoint=             # resume training from this checkpoint
 init_method=            # DDP init file (file://...); empty: $dir/ddp_init
 average_checkpoint=true
-decode_checkpoint=      # empty: $dir/avg_${average_num}.pt
+use_model_avg=false     # true: decode the training's running weight average, not an epoch average
+decode_checkpoint=      # empty: $dir/avg_${average_num}.pt ($dir/model_avg.pt with use_model_avg)
 average_num=5
 decode_modes="ctc_greedy_search ctc_prefix_beam_search attention attention_rescoring"
 
@@ -50,6 +51,8 @@ Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in co
   --num_cpu_workers N          CPU training processes when no GPU is visible
   --checkpoint FILE            resume training
   --decode_modes \"...\"         recognition modes for stage 5
+  --use_model_avg true         decode the running weight average kept during training
+                               (\$dir/model_avg.pt) instead of averaging epoch checkpoints
 Every variable at the top of run.sh is an option: --name value."
 . tools/parse_options.sh
 
@@ -171,7 +174,11 @@ fi
 if run_stage 5; then
   current_stage=5; banner 5 "average, recognise (${decode_modes}), score"
   need wenet/bin/average_model.py wenet/bin/recognize.py tools/compute-wer.py
-  if [ -z "${decode_checkpoint}" ]; then
+  if [ -z "${decode_checkpoint}" ] && "${use_model_avg}"; then
+    decode_checkpoint="${dir}/model_avg.pt"  # running average of the newest epoch
+    python wenet/bin/average_model.py --dst_model "${decode_checkpoint}" \
+      --src_path "${dir}" --use_model_avg
+  elif [ -z "${decode_checkpoint}" ]; then
     decode_checkpoint="${dir}/avg_${average_num}.pt"
     if "${average_checkpoint}"; then
       python wenet/bin/average_model.py --dst_model "${decode_checkpoint}" \
@@ -189,18 +196,28 @@ if run_stage 5; then
       python tools/compute-wer.py --char=0 --v=1 "data/${x}/text" \
         "${dir}/${x}/${mode}/text" > "${dir}/${x}/${mode}/wer"
     done
-    { echo "| ${x}: mode | WER |"; echo "|---|---|"
-      for mode in ${decode_modes}; do
-        echo "| ${mode} | $(grep Overall "${dir}/${x}/${mode}/wer" | awk '{print $3}') % |"
-      done; } | tee "${dir}/${x}/wer_summary.md"
   done
+  # loss plot (when the dir holds epoch yamls) and $dir/RESULTS.md; prints WER + RTF per mode
+  plot=loss.png
+  if compgen -G "${dir}/[0-9]*.yaml" > /dev/null; then
+    python tools/plot_losses.py --exp_dir "${dir}" --out "${dir}/${plot}"
+  else
+    plot=
+  fi
+  python tools/summarize_results.py --exp_dir "${dir}" --test_set "${test_sets}" \
+    --modes "${decode_modes}" --config_name "${train_config}" \
+    --checkpoint "${decode_checkpoint}" --plot "${plot}"
+  echo "results: ${dir}/RESULTS.md"
   stage_done 5
 fi
 
 if run_stage 6; then
   current_stage=6; banner 6 "TorchScript export"
   need wenet/bin/export_jit.py
-  [ -n "${decode_checkpoint}" ] || decode_checkpoint="${dir}/avg_${average_num}.pt"
+  if [ -z "${decode_checkpoint}" ]; then
+    if "${use_model_avg}"; then decode_checkpoint="${dir}/model_avg.pt"
+    else decode_checkpoint="${dir}/avg_${average_num}.pt"; fi
+  fi
   python wenet/bin/export_jit.py --config "${dir}/train.yaml" --checkpoint "${decode_checkpoint}" \
     --output_file "${dir}/final.zip" --output_quant_file "${dir}/final_quant.zip"
   stage_done 6

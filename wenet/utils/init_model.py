@@ -13,6 +13,7 @@ from wenet.transformer.ctc import CTC
 from wenet.transformer.decoder import BiTransformerDecoder, TransformerDecoder
 from wenet.transformer.encoder import ConformerEncoder, TransformerEncoder
 from wenet.utils.cmvn import load_cmvn
+from wenet.transducer.transducer_model import build_transducer, is_transducer_config
 
 ENCODERS = {"conformer": ConformerEncoder, "transformer": TransformerEncoder}
 DECODERS = {"transformer": TransformerDecoder, "bitransformer": BiTransformerDecoder}
@@ -32,6 +33,8 @@ def init_model(configs: Dict[str, Any]) -> ASRModel:
     """ASRModel for ``configs``: the training yaml (encoder, encoder_conf, decoder,
     decoder_conf, model_conf) plus ``input_dim`` (feature size), ``output_dim``
     (vocabulary size, sos/eos last) and ``cmvn_file`` (global_cmvn path or None).
+    A TransducerModel (a subclass) when the config has ``model: transducer`` or a
+    predictor/joint section (wenet/transducer/transducer_model.py).
     """
     for key in ("input_dim", "output_dim"):
         if key not in configs:
@@ -60,6 +63,8 @@ def init_model(configs: Dict[str, Any]) -> ASRModel:
     encoder = encoder_cls(input_dim, global_cmvn=global_cmvn,
                           **_checked_kwargs(encoder_cls, configs.get("encoder_conf"),
                                             "encoder_conf"))
+    if is_transducer_config(configs):
+        return build_transducer(configs, encoder, vocab_size)
     decoder = decoder_cls(vocab_size, encoder.output_size(),
                           **_checked_kwargs(decoder_cls, configs.get("decoder_conf"),
                                             "decoder_conf"))

@@ -33,6 +33,7 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from wenet.dataset.dataset import Dataset
+from wenet.transducer.search import TRANSDUCER_MODES, decode_transducer
 from wenet.transformer.search import DECODE_MODES, decode_batch, tokens_to_text
 from wenet.utils.file_utils import atomic_write_text, read_symbol_table
 from wenet.utils.init_model import init_model
@@ -48,7 +49,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--dict", required=True, help="units.txt")
     p.add_argument("--bpe_model", default=None, help="sentencepiece model of the units")
     p.add_argument("--gpu", type=int, default=-1, help="GPU index, -1 for CPU")
-    p.add_argument("--mode", default="attention_rescoring", choices=list(DECODE_MODES))
+    p.add_argument("--mode", default="attention_rescoring",
+                   choices=list(DECODE_MODES) + list(TRANSDUCER_MODES))
     p.add_argument("--modes", default=None,
                    help="several modes, space-separated (needs --result_dir)")
     p.add_argument("--result_file", default=None, help="output of --mode")
@@ -68,6 +70,10 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--blank_skip_threshold", type=float, default=0.999,
                    help="CTC prefix search treats frames with p(blank) above this as blank; "
                         "<= 0 disables")
+    p.add_argument("--max_sym_per_frame", type=int, default=1,
+                   help="rnnt_greedy_search: most labels emitted on one frame")
+    p.add_argument("--transducer_weight", type=float, default=0.0,
+                   help="rnnt_beam_attn_rescoring: weight of the transducer beam score")
     p.add_argument("--raw_output", action="store_true",
                    help="WeNet 2.x raw output: pieces concatenated, no word splitting")
     p.add_argument("--num_workers", type=int, default=0)
@@ -170,10 +176,15 @@ def recognize(args: argparse.Namespace) -> Dict[str, Any]:
                 hyps = {}
                 for m in modes:
                     start = time.perf_counter()
-                    hyps[m] = decode_batch(stand_in, feats, lens, [m], args.beam_size,
-                                           args.ctc_weight, args.reverse_weight, args.penalty,
-                                           args.decoding_chunk_size, args.num_decoding_left_chunks,
-                                           args.simulate_streaming, skip)[m]
+                    if m in TRANSDUCER_MODES:
+                        hyps[m] = decode_transducer(model, *encoded, m, args.beam_size,
+                                                    args.max_sym_per_frame,
+                                                    args.transducer_weight, args.reverse_weight)
+                    else:
+                        hyps[m] = decode_batch(
+                            stand_in, feats, lens, [m], args.beam_size, args.ctc_weight,
+                            args.reverse_weight, args.penalty, args.decoding_chunk_size,
+                            args.num_decoding_left_chunks, args.simulate_streaming, skip)[m]
                     sync()
                     search_s[m] += time.perf_counter() - start
                 audio_s += float(batch["feats_lengths"].sum()) * frame_shift_ms / 1000.0

@@ -158,7 +158,7 @@ def ddp_nan_worker(rank: int, init_file: str, poisoned_batch: int, out_dir: str)
     import torch.distributed as dist
     from wenet.utils.executor import Executor
     from wenet.utils.scheduler import WarmupLR
-    from wenet.utils.train_utils import DistInfo, TrainConf
+    from wenet.utils.train_utils import DistInfo, TrainConf, shutdown_distributed
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
     torch.manual_seed(0)
@@ -178,4 +178,5 @@ def ddp_nan_worker(rank: int, init_file: str, poisoned_batch: int, out_dir: str)
     with open(os.path.join(out_dir, f"rank{rank}.yaml"), "w") as f:
         yaml.safe_dump({"step": ex.state.step, "batches": ex.state.batches_done,
                         "skipped": ex.state.skipped_nonfinite, "sha": ex.check_replicas()}, f)
-    dist.destroy_process_group()
+    del ex, model, opt  # the DDP reducer holds the process group: release it before leaving
+    shutdown_distributed()

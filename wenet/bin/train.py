@@ -24,9 +24,9 @@ from wenet.utils.file_utils import read_symbol_table
 from wenet.utils.init_model import init_model
 from wenet.utils.model_average import ModelAverager
 from wenet.utils.scheduler import build_scheduler
-from wenet.utils.train_utils import (TrainConf, build_optimizer, init_distributed, input_dim_of,
-                                     override_config, save_yaml, seed_everything,
-                                     train_yaml_configs, under_torchrun)
+from wenet.utils.train_utils import (DistInfo, TrainConf, build_optimizer, init_distributed,
+                                     input_dim_of, override_config, save_yaml, seed_everything,
+                                     shutdown_distributed, train_yaml_configs, under_torchrun)
 
 AMP_DTYPES = {"none": None, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -83,6 +83,15 @@ def main(argv: Optional[List[str]] = None) -> None:
     backend = args.ddp_dist_backend or ("nccl" if args.gpu >= 0 else "gloo")
     info = init_distributed(args.ddp_init_method, args.ddp_world_size, args.ddp_rank, backend,
                             args.ddp_timeout)
+    _train(args, info)
+    # only now are _train's locals (the DDP model that holds the group) gone; an
+    # exception skips this, so a failing rank never waits on its peers' barrier
+    if info.distributed:
+        shutdown_distributed()
+
+
+def _train(args: argparse.Namespace, info: DistInfo) -> None:
+    """Everything between joining and leaving the process group."""
     device = _device(args, info.local_rank)
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -140,8 +149,6 @@ def main(argv: Optional[List[str]] = None) -> None:
         if executor.writer is not None:
             executor.writer.close()
     logging.info("training finished: %d epochs, %d updates", conf.max_epoch, executor.state.step)
-    if info.distributed:
-        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import gc
 import logging
 import os
 import random
@@ -143,6 +144,22 @@ def init_distributed(init_method: Optional[str], world_size: int, rank: int, bac
         dist.init_process_group(backend, init_method=init_method, world_size=info.world_size,
                                 rank=info.rank, timeout=datetime.timedelta(seconds=timeout_s))
     return info
+
+
+def shutdown_distributed() -> None:
+    """Leave the process group cleanly, once every rank has finished its collectives.
+
+    Call it after the last reference to the DDP model is gone: DDP's reducer keeps the
+    process group alive, and a gloo group torn down only at interpreter exit can abort
+    the process (SIGABRT, "terminate called without an active exception") after a
+    successful run. The barrier keeps a fast rank from closing its connections while a
+    peer is still inside its last collective.
+    """
+    if not dist.is_initialized():
+        return
+    gc.collect()
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 def seed_everything(seed: int) -> None:

@@ -12,6 +12,10 @@ alternating step by step, and the loop's overhead over the bare loop (median
 step times) is printed (goal: <= 10 %).
 
     . ./path.sh && python bench/train_step.py [--configs conf/a.yaml ...] [--steps 4]
+
+``--override_config "key.sub value"`` (repeatable, as in train.py) changes every
+benchmarked config, e.g. to compare front ends:
+``--override_config "encoder_conf.input_layer conv2d" --override_config "encoder_conf.subsampling_channels 0"``.
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ from wenet.utils.init_model import init_model
 from wenet.utils.model_average import ModelAverager
 from wenet.utils.scheduler import build_scheduler
 from wenet.utils.train_utils import (DistInfo, TrainConf, build_optimizer, input_dim_of,
-                                     seed_everything)
+                                     override_config, seed_everything)
 
 
 def synthetic_batches(n: int, batch_size: int, frames: int, dim: int, vocab: int,
@@ -66,11 +70,12 @@ def bare_step(model, optimizer, scheduler, batch, grad_clip: float) -> Dict[str,
     return {"forward": t1 - t0, "backward": t2 - t1, "optim": t3 - t2, "total": t3 - t0}
 
 
-def bench_config(path: str, steps: int, batch_size: int, frames: int, vocab: int) -> None:
+def bench_config(path: str, steps: int, batch_size: int, frames: int, vocab: int,
+                 overrides: List[str]) -> None:
     """Alternate bare and Executor steps on the same batches (so load from other processes
     hits both alike) and compare median step times."""
     with open(path, "r", encoding="utf-8") as f:
-        configs = yaml.safe_load(f)
+        configs = override_config(yaml.safe_load(f), overrides)
     configs.update(input_dim=input_dim_of(configs), output_dim=vocab, cmvn_file=None,
                    accum_grad=1, save_interval=0)
     conf = TrainConf.from_configs(configs)
@@ -107,7 +112,7 @@ def bench_config(path: str, steps: int, batch_size: int, frames: int, vocab: int
     bare_min, loop_min = min(b["total"] for b in bare), min(loop)
     audio_s = statistics.mean(float(b["feats_lengths"].sum()) for b in batches[1:]) * conf.frame_shift_ms / 1000
     params = sum(p.numel() for p in model.parameters()) / 1e6
-    print(f"\n{path}: {params:.1f} M params, {n} steps of {batch_size} x <={frames} frames "
+    print(f"\n{path}{' with ' + '; '.join(overrides) if overrides else ''}: {params:.1f} M params, {n} steps of {batch_size} x <={frames} frames "
           f"({audio_s:.1f} s audio/step)")
     print(f"  {'':10s}{'data':>8s}{'forward':>9s}{'backward':>9s}{'optim':>8s}{'sync':>7s}{'step':>8s}"
           "   (s; mean per phase, median step)")
@@ -131,12 +136,15 @@ def main() -> None:
     p.add_argument("--vocab", type=int, default=500, help="output units (synthetic targets)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (1: steadier figures on a shared machine)")
+    p.add_argument("--override_config", action="append", default=[],
+                   help='"key.sub value" applied to every config (value read as YAML); repeatable')
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     logging.basicConfig(level=logging.WARNING)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU")
     for path in args.configs:
-        bench_config(path, args.steps, args.batch_size, args.frames, args.vocab)
+        bench_config(path, args.steps, args.batch_size, args.frames, args.vocab,
+                     args.override_config)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@ from wenet.utils.init_model import init_model
 
 CONF_DIR = os.path.join(os.path.dirname(__file__), "..", "conf")
 VOCAB = {"train_conformer_swbd.yaml": 2000}
+# (subsampling_rate, right_context) of each front end, by hand: 3x3 stride-2 convolutions
+# (and a 5x5 stride-3 one for 6x) each see (kernel - 1) x (product of earlier strides) more frames
+FRONT_END = {"conv2d": (4, 2 + 2 * 2), "conv2d6": (6, 2 + 4 * 2), "conv2d8": (8, 2 + 2 * 2 + 2 * 4)}
 
 
 def _load(name):
@@ -37,9 +40,11 @@ def _close(a, b):
                                   "train_transformer.yaml", "train_conformer_swbd.yaml"])
 def test_script_runtime_methods_equal_eager(name):
     model = _load(name)
+    with open(os.path.join(CONF_DIR, name), "r", encoding="utf-8") as f:
+        rate, context = FRONT_END[yaml.safe_load(f)["encoder_conf"]["input_layer"]]
     scripted = torch.jit.script(model).eval()
-    assert scripted.subsampling_rate() == model.subsampling_rate() == 4
-    assert scripted.right_context() == model.right_context() == 6
+    assert scripted.subsampling_rate() == model.subsampling_rate() == rate
+    assert scripted.right_context() == model.right_context() == context
     assert scripted.sos_symbol() == scripted.eos_symbol() == model.vocab_size - 1
     assert scripted.is_bidirectional_decoder() == (model.reverse_weight > 0)
 

@@ -112,7 +112,8 @@ def bench_config(path: str, steps: int, batch_size: int, frames: int, vocab: int
     bare_min, loop_min = min(b["total"] for b in bare), min(loop)
     audio_s = statistics.mean(float(b["feats_lengths"].sum()) for b in batches[1:]) * conf.frame_shift_ms / 1000
     params = sum(p.numel() for p in model.parameters()) / 1e6
-    print(f"\n{path}{' with ' + '; '.join(overrides) if overrides else ''}: {params:.1f} M params, {n} steps of {batch_size} x <={frames} frames "
+    name = f"{path} with {'; '.join(overrides)}" if overrides else path
+    print(f"\n{name}: {params:.1f} M params, {n} steps of {batch_size} x <={frames} frames "
           f"({audio_s:.1f} s audio/step)")
     print(f"  {'':10s}{'data':>8s}{'forward':>9s}{'backward':>9s}{'optim':>8s}{'sync':>7s}{'step':>8s}"
           "   (s; mean per phase, median step)")

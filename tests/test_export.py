@@ -23,6 +23,7 @@ from wenet.bin import export_jit, export_onnx
 from wenet.transformer.search import (attention_rescoring, ctc_greedy_search,
                                       ctc_prefix_beam_search, decode_batch)
 from wenet.utils.init_model import init_model
+from test_model_jit import front_end_of  # the hand-counted (rate, right context) per config
 
 CONF_DIR = os.path.join(os.path.dirname(__file__), "..", "conf")
 VOCAB = 24
@@ -35,13 +36,6 @@ LEFT_CHUNKS = 2
 RUNTIME_METHODS = ("forward_encoder_chunk", "ctc_activation", "forward_attention_decoder",
                    "subsampling_rate", "right_context", "sos_symbol", "eos_symbol",
                    "is_bidirectional_decoder")
-# (subsampling_rate, right_context) of each front end, counted by hand (see test_model_jit.py)
-FRONT_END = {"conv2d": (4, 6), "conv2d6": (6, 10), "conv2d8": (8, 14)}
-
-
-def cfg_input_layer(conf_name):
-    with open(os.path.join(CONF_DIR, conf_name), "r", encoding="utf-8") as f:
-        return yaml.safe_load(f)["encoder_conf"]["input_layer"]
 
 
 @pytest.fixture(autouse=True)
@@ -172,7 +166,7 @@ def test_export_jit_decodes_like_eager(tmp_path, conf_name, chunk_size):
     script = torch.jit.load(out)
     for name in RUNTIME_METHODS:
         assert hasattr(script, name), name
-    assert (script.subsampling_rate(), script.right_context()) == FRONT_END[cfg_input_layer(conf_name)]
+    assert (script.subsampling_rate(), script.right_context()) == front_end_of(conf_name)
     assert script.sos_symbol() == script.eos_symbol() == VOCAB - 1
     assert script.is_bidirectional_decoder() == (conf_name == "train_u2++_conformer.yaml")
     reverse_weight = model.reverse_weight

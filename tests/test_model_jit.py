@@ -14,6 +14,12 @@ VOCAB = {"train_conformer_swbd.yaml": 2000}
 FRONT_END = {"conv2d": (4, 2 + 2 * 2), "conv2d6": (6, 2 + 4 * 2), "conv2d8": (8, 2 + 2 * 2 + 2 * 4)}
 
 
+def front_end_of(name):
+    """(subsampling_rate, right_context) that the shipped config ``name`` must give."""
+    with open(os.path.join(CONF_DIR, name), "r", encoding="utf-8") as f:
+        return FRONT_END[yaml.safe_load(f)["encoder_conf"]["input_layer"]]
+
+
 def _load(name):
     with open(os.path.join(CONF_DIR, name), "r", encoding="utf-8") as f:
         cfg = yaml.safe_load(f)
@@ -40,8 +46,7 @@ def _close(a, b):
                                   "train_transformer.yaml", "train_conformer_swbd.yaml"])
 def test_script_runtime_methods_equal_eager(name):
     model = _load(name)
-    with open(os.path.join(CONF_DIR, name), "r", encoding="utf-8") as f:
-        rate, context = FRONT_END[yaml.safe_load(f)["encoder_conf"]["input_layer"]]
+    rate, context = front_end_of(name)
     scripted = torch.jit.script(model).eval()
     assert scripted.subsampling_rate() == model.subsampling_rate() == rate
     assert scripted.right_context() == model.right_context() == context

@@ -29,9 +29,13 @@ train_set=train
 dev_set=dev
 test_sets=              # empty: the corpus default
 train_config=           # empty: the corpus default
+train_overrides=        # "key.sub value; key value": changes to train_config (saved in \$dir/train.yaml)
 cmvn=true
 dir=                    # empty: exp/<corpus>_<config name>
 checkpoint=             # resume training from this checkpoint
+init_checkpoint=        # start training from another experiment's weights (transfer)
+# tensors of init_checkpoint not copied: the unit-dependent layers and the CMVN
+init_exclude='^(encoder\.global_cmvn\.|ctc\.ctc_lo\.|decoder\.(.*\.)?(embed|output_layer)\.)'
 init_method=            # DDP init file (file://...); empty: $dir/ddp_init
 average_checkpoint=true
 use_model_avg=false     # true: decode the training's running weight average, not an epoch average
@@ -46,10 +50,15 @@ Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in co
   --corpus NAME                synth (default) | speechocean762 | swbd
   --data_root DIR              corpus location
   --train_config FILE          model/training yaml (default per corpus)
+  --train_overrides \"K V; ...\" change config entries for this run, e.g.
+                               \"max_epoch 10; model_conf.big_blank_durations [2, 4]\"
   --dir DIR                    experiment directory
   --num_nodes N --node_rank R  multi-node training (shared init file on a shared disk)
   --num_cpu_workers N          CPU training processes when no GPU is visible
   --checkpoint FILE            resume training
+  --init_checkpoint FILE       start training from another experiment's weights, e.g.
+                               exp/synth_train_conformer/avg_5.pt (output layers and
+                               CMVN excepted: --init_exclude REGEX)
   --decode_modes \"...\"         recognition modes for stage 5
   --use_model_avg true         decode the running weight average kept during training
                                (\$dir/model_avg.pt) instead of averaging epoch checkpoints
@@ -161,13 +170,21 @@ if run_stage 4; then
   need wenet/bin/train.py tools/launch_train.sh
   cmvn_opts=()
   "${cmvn}" && cmvn_opts=(--cmvn "${feat_dir}/${train_set}/global_cmvn")
+  override_opts=()
+  IFS=';' read -r -a overrides <<< "${train_overrides}"
+  for o in "${overrides[@]}"; do
+    o="$(echo "${o}" | sed 's/^ *//; s/ *$//')"
+    [ -z "${o}" ] || override_opts+=(--override_config "${o}")
+  done
   tools/launch_train.sh --num_nodes "${num_nodes}" --node_rank "${node_rank}" \
     --num_cpu_workers "${num_cpu_workers}" --init_method "${init_method}" -- \
     --config "${train_config}" --data_type "${data_type}" --symbol_table "${dict}" \
     --bpe_model "${bpemodel}.model" --prefetch "${prefetch}" \
     --train_data "${feat_dir}/${train_set}/data.list" --cv_data "${feat_dir}/${dev_set}/data.list" \
     ${checkpoint:+--checkpoint "${checkpoint}"} --model_dir "${dir}" \
-    --tensorboard_dir "${dir}/tensorboard" --num_workers 1 "${cmvn_opts[@]}"
+    ${init_checkpoint:+--init_checkpoint "${init_checkpoint}" --init_exclude "${init_exclude}"} \
+    --tensorboard_dir "${dir}/tensorboard" --num_workers 1 "${cmvn_opts[@]}" \
+    "${override_opts[@]}"
   stage_done 4
 fi
 

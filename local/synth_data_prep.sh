@@ -8,7 +8,7 @@ set -euo pipefail
 
 nj=2
 seed=777
-train_utts=       # sizes; empty: the generator's defaults (about 1.2 h / 10 min / 10 min)
+train_utts=       # sizes; empty: the generator's defaults (about 4.2 h / 10 min / 10 min)
 dev_utts=
 test_utts=
 help_message="Usage: $0 [options] <corpus-dir> <data-dir>

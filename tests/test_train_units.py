@@ -211,3 +211,35 @@ def test_oom_batch_skipped_and_logged(tmp_path, monkeypatch, caplog):
     # batch 2 skipped: batches 1+3 and 4+5 make two updates
     assert (ex.state.skipped_oom, ex.state.step, ex.state.batches_done) == (1, 2, 5)
     assert "out of memory in forward of a batch with feats (2, 60, 40)" in caplog.text
+
+
+def test_init_weights_copy_matching_tensors_only(tmp_path):
+    """Transfer init: same-name same-shape tensors are copied exactly, the unit-dependent
+    output layers (another vocabulary size) and excluded names keep their own values."""
+    base = dict(T.TINY_CONFIG, input_dim=40, cmvn_file=None)
+    torch.manual_seed(0)
+    source = init_model(dict(base, output_dim=8))
+    torch.manual_seed(1)
+    target = init_model(dict(base, output_dim=11))
+    before = {k: v.clone() for k, v in target.state_dict().items()}
+    path = str(tmp_path / "src.pt")
+    torch.save({f"module.{k}": v for k, v in source.state_dict().items()}, path)  # as DDP saves
+    copied, skipped = ckpt.load_init_weights(target, path, exclude=r"^decoder\.right_decoder\.")
+    src, after = source.state_dict(), target.state_dict()
+    skipped_names = {s.split(" ")[0] for s in skipped}
+    assert set(copied) | skipped_names == set(after) and not set(copied) & skipped_names
+    for name in after:
+        differs_in_shape = src[name].shape != after[name].shape
+        excluded = name.startswith("decoder.right_decoder.")
+        if differs_in_shape or excluded:
+            assert name in skipped_names
+            assert torch.equal(after[name], before[name])
+        else:
+            assert name in copied
+            assert torch.equal(after[name], src[name])
+    assert {"ctc.ctc_lo.weight", "decoder.left_decoder.output_layer.weight"} <= skipped_names
+    assert any(s.endswith("(excluded)") for s in skipped)
+    assert any(n.startswith("encoder.encoders.") for n in copied)
+    torch.save({"unrelated": torch.zeros(3)}, path)
+    with pytest.raises(ValueError, match="no tensor matches"):
+        ckpt.load_init_weights(target, path)

@@ -45,7 +45,7 @@ def test_transducer_modes_batch_independent(tmp_path):
         model.joint.out.weight.mul_(4.0)
         model.joint.out.bias[0] -= 2.0
     torch.save(model.state_dict(), tmp_path / "model.pt")
-    texts = {}
+    texts, greedy_counts = {}, {}
     for bs in (1, 3):
         out = tmp_path / f"bs{bs}"
         recognize_main(["--config", str(tmp_path / "train.yaml"),
@@ -56,7 +56,13 @@ def test_transducer_modes_batch_independent(tmp_path):
                         "--transducer_weight", "0.5", "--modes", " ".join(MODES),
                         "--result_dir", str(out)])
         texts[bs] = {m: sorted((out / m / "text").read_text().splitlines()) for m in MODES}
+        rec = json.loads((out / "rnnt_greedy_search" / "rtf").read_text())
+        greedy_counts[bs] = (rec["joint_evals"], rec["encoder_frames"])
     assert texts[1] == texts[3]
+    # the joint-call count does not depend on batching; a standard-blank model
+    # evaluates the joint at least once on every encoder frame
+    assert greedy_counts[1] == greedy_counts[3]
+    assert greedy_counts[1][0] >= greedy_counts[1][1] > 0
     for m in MODES:
         assert len(texts[1][m]) == 4
     assert any(len(line.split()) > 1 for line in texts[1]["rnnt_greedy_search"])

@@ -14,7 +14,8 @@ The encoder time is counted in full for every mode, not apportioned:
 
 which is what decoding that mode alone would cost. With ``--result_dir`` each mode
 gets ``D/<mode>/rtf``, one JSON line: ``{"mode", "rtf", "encoder_s", "search_s",
-"audio_s", "utterances"}`` (``rtf`` null without audio). Feature extraction and
+"audio_s", "utterances"}`` (``rtf`` null without audio; transducer modes add
+``encoder_frames`` and, for rnnt_greedy_search, ``joint_evals``). Feature extraction and
 data loading are not counted.
 """
 from __future__ import annotations
@@ -156,6 +157,7 @@ def recognize(args: argparse.Namespace) -> Dict[str, Any]:
     skip = args.blank_skip_threshold if args.blank_skip_threshold > 0 else None
     encoder_s, audio_s, num_utts = 0.0, 0.0, 0
     search_s = {m: 0.0 for m in modes}
+    search_stats: Dict[str, Dict[str, int]] = {m: {} for m in modes if m in TRANSDUCER_MODES}
 
     def sync() -> None:
         if device.type == "cuda":
@@ -179,7 +181,8 @@ def recognize(args: argparse.Namespace) -> Dict[str, Any]:
                     if m in TRANSDUCER_MODES:
                         hyps[m] = decode_transducer(model, *encoded, m, args.beam_size,
                                                     args.max_sym_per_frame,
-                                                    args.transducer_weight, args.reverse_weight)
+                                                    args.transducer_weight, args.reverse_weight,
+                                                    search_stats[m])
                     else:
                         hyps[m] = decode_batch(
                             stand_in, feats, lens, [m], args.beam_size, args.ctc_weight,
@@ -205,6 +208,12 @@ def recognize(args: argparse.Namespace) -> Dict[str, Any]:
                  "(encoder %.2f s, once for all modes)", num_utts, audio_s, decode_s,
                  " ".join(modes), rtf, encoder_s)
     per_mode = {m: _rtf_record(m, encoder_s, search_s[m], audio_s, num_utts) for m in modes}
+    for m, counts in search_stats.items():
+        per_mode[m].update(counts)
+        if "joint_evals" in counts:
+            logging.info("%s: %d joint evaluations over %d encoder frames (%.3f per frame)", m,
+                         counts["joint_evals"], counts["encoder_frames"],
+                         counts["joint_evals"] / max(1, counts["encoder_frames"]))
     for m, rec in per_mode.items():
         logging.info("RTF %-24s %s (encoder %.2f s + search %.2f s over %.1f s of audio)", m,
                      "n/a" if rec["rtf"] is None else f"{rec['rtf']:.4f}", encoder_s,

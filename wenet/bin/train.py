@@ -5,6 +5,10 @@ when its ``NAME.resume.pt`` exists; weights only otherwise). Without
 ``--checkpoint``, a model_dir that already holds complete checkpoints is
 resumed from the newest one, so rerunning an interrupted stage 4 continues it
 and rerunning a finished one does nothing. Use a fresh --model_dir to start over.
+
+Transfer: ``--init_checkpoint OTHER/NAME.pt`` starts a new run from another
+experiment's weights (those with the same name and shape, minus
+``--init_exclude REGEX``); optimizer, scheduler and epochs start afresh.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ import torch
 import yaml
 
 from wenet.dataset.dataset import Dataset
-from wenet.utils.checkpoint import checkpoint_base
+from wenet.utils.checkpoint import checkpoint_base, load_init_weights
 from wenet.utils.executor import Executor
 from wenet.utils.file_utils import read_symbol_table
 from wenet.utils.init_model import init_model
@@ -43,6 +47,11 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--cmvn", default=None, help="global_cmvn JSON")
     p.add_argument("--gpu", type=int, default=-1, help="GPU id; -1: CPU")
     p.add_argument("--checkpoint", default=None, help="resume from this NAME.pt")
+    p.add_argument("--init_checkpoint", default=None,
+                   help="start a new run from these weights (another experiment's NAME.pt): "
+                        "tensors with matching name and shape are copied")
+    p.add_argument("--init_exclude", default="",
+                   help="regular expression: tensors of --init_checkpoint not to copy")
     p.add_argument("--tensorboard_dir", default=None, help="default: MODEL_DIR/tensorboard")
     p.add_argument("--num_workers", type=int, default=0, help="DataLoader worker processes")
     p.add_argument("--prefetch", type=int, default=100, help="batches prefetched per worker")
@@ -121,7 +130,13 @@ def _train(args: argparse.Namespace, info: DistInfo) -> None:
             dataset, batch_size=None, num_workers=args.num_workers, pin_memory=args.pin_memory,
             generator=torch.Generator().manual_seed(args.seed + epoch), **extra)
 
-    model = init_model(configs).to(device)
+    model = init_model(configs)
+    if args.init_checkpoint:  # a resumed run's own checkpoint replaces these below
+        copied, skipped = load_init_weights(model, args.init_checkpoint, args.init_exclude)
+        logging.info("initialised %d of %d tensors from %s; not copied: %s", len(copied),
+                     len(copied) + len(skipped), args.init_checkpoint,
+                     ", ".join(skipped) or "none")
+    model = model.to(device)
     if info.distributed:
         model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
@@ -137,7 +152,9 @@ def _train(args: argparse.Namespace, info: DistInfo) -> None:
     if args.checkpoint:
         executor.restore(checkpoint_base(args.checkpoint))
     elif executor.restore_latest() is None:
-        logging.info("no checkpoint in %s: starting from scratch", args.model_dir)
+        logging.info("no checkpoint in %s: %s", args.model_dir,
+                     f"starting from {args.init_checkpoint}" if args.init_checkpoint
+                     else "starting from scratch")
 
     if info.rank == 0:
         from tensorboardX import SummaryWriter

@@ -8,7 +8,7 @@ of the joint's log-softmax over the transitions taken.
 """
 from __future__ import annotations
 
-from typing import Dict, List, NamedTuple, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
@@ -160,17 +160,25 @@ def _beam_search_one(model, encoder_out: torch.Tensor, beam_size: int) -> NBest:
 @torch.no_grad()
 def decode_transducer(model, encoder_out: torch.Tensor, encoder_mask: torch.Tensor, mode: str,
                       beam_size: int = 4, max_sym_per_frame: int = 1,
-                      transducer_weight: float = 0.0, reverse_weight: float = 0.0
-                      ) -> List[List[int]]:
+                      transducer_weight: float = 0.0, reverse_weight: float = 0.0,
+                      stats: Optional[Dict[str, int]] = None) -> List[List[int]]:
     """Best token sequence per utterance for one transducer ``mode`` (see TRANSDUCER_MODES).
+
+    ``stats``, when given, accumulates ``encoder_frames`` and, for greedy search,
+    ``joint_evals`` (what multi-blank decoding saves).
 
     ``rnnt_beam_attn_rescoring`` rescores the beam search n-best with the
     attention decoder (as attention_rescoring does the CTC n-best):
     ``decoder score + transducer_weight * beam search score``.
     """
     enc_lens = encoder_mask.reshape(encoder_out.size(0), -1).sum(dim=1)
+    if stats is not None:
+        stats["encoder_frames"] = stats.get("encoder_frames", 0) + int(enc_lens.sum())
     if mode == "rnnt_greedy_search":
-        return rnnt_greedy_search(model, encoder_out, enc_lens, max_sym_per_frame).hyps
+        result = rnnt_greedy_search(model, encoder_out, enc_lens, max_sym_per_frame)
+        if stats is not None:
+            stats["joint_evals"] = stats.get("joint_evals", 0) + result.joint_evals
+        return result.hyps
     if mode not in TRANSDUCER_MODES:
         raise ValueError(f"unknown transducer mode {mode!r}; known: {list(TRANSDUCER_MODES)}")
     nbests = rnnt_beam_search(model, encoder_out, enc_lens, beam_size)

@@ -23,7 +23,7 @@ import os
 import random
 import re
 import time
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
 import torch
@@ -66,6 +66,40 @@ def atomic_torch_save(obj: Any, path: str) -> None:
 def strip_ddp_prefix(state_dict: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
     """Drop the ``module.`` prefix DistributedDataParallel adds to every key."""
     return {(k[len("module."):] if k.startswith("module.") else k): v for k, v in state_dict.items()}
+
+
+def load_init_weights(model: torch.nn.Module, path: str, exclude: str = ""
+                      ) -> Tuple[List[str], List[str]]:
+    """Initialise ``model`` from another experiment's weights (transfer learning).
+
+    Copies every tensor of ``path`` whose name and shape match one of the model's
+    and whose name does not match the regular expression ``exclude`` (e.g. the
+    output layers of a different unit inventory, or ``global_cmvn`` so the new
+    corpus keeps its own statistics). Returns (copied, not copied) names, the
+    latter with the reason; raises if nothing could be copied (a wrong file).
+    """
+    source = strip_ddp_prefix(torch.load(path, map_location="cpu", weights_only=True))
+    pattern = re.compile(exclude) if exclude else None
+    own = model.state_dict()
+    copied: List[str] = []
+    skipped: List[str] = []
+    update = {}
+    for name, tensor in own.items():
+        if name not in source:
+            skipped.append(f"{name} (not in {path})")
+        elif pattern is not None and pattern.search(name):
+            skipped.append(f"{name} (excluded)")
+        elif source[name].shape != tensor.shape:
+            skipped.append(f"{name} (shape {tuple(source[name].shape)} there, "
+                           f"{tuple(tensor.shape)} here)")
+        else:
+            update[name] = source[name]
+            copied.append(name)
+    if not copied:
+        raise ValueError(f"{path}: no tensor matches the model by name and shape; "
+                         f"is it a checkpoint of this kind of model?")
+    model.load_state_dict(update, strict=False)
+    return copied, skipped
 
 
 def checkpoint_base(path: str) -> str:

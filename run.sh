@@ -40,7 +40,8 @@ init_method=            # DDP init file (file://...); empty: $dir/ddp_init
 average_checkpoint=true
 use_model_avg=false     # true: decode the training's running weight average, not an epoch average
 decode_checkpoint=      # empty: $dir/avg_${average_num}.pt ($dir/model_avg.pt with use_model_avg)
-average_num=5
+average_num=0           # 0: the corpus default (synth 2: its 9 epochs change the model too much to average
+                        # 5 of them; others 5)
 decode_modes="ctc_greedy_search ctc_prefix_beam_search attention attention_rescoring"
 
 help_message="Usage: $0 [options]
@@ -57,7 +58,7 @@ Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in co
   --num_cpu_workers N          CPU training processes when no GPU is visible
   --checkpoint FILE            resume training
   --init_checkpoint FILE       start training from another experiment's weights, e.g.
-                               exp/synth_train_conformer/avg_5.pt (output layers and
+                               exp/synth_train_conformer/avg_2.pt (output layers and
                                CMVN excepted: --init_exclude REGEX)
   --decode_modes \"...\"         recognition modes for stage 5
   --use_model_avg true         decode the running weight average kept during training
@@ -68,7 +69,8 @@ Every variable at the top of run.sh is an option: --name value."
 case "${corpus}" in
   synth)
     : "${data_root:=corpus/synth}"; [ "${nbpe}" -gt 0 ] || nbpe=128
-    : "${test_sets:=test}"; : "${train_config:=conf/train_conformer.yaml}" ;;
+    : "${test_sets:=test}"; : "${train_config:=conf/train_conformer.yaml}"
+    [ "${average_num}" -gt 0 ] || average_num=2 ;;
   speechocean762)
     : "${data_root:=../shared/corpora/speechocean762}"; [ "${nbpe}" -gt 0 ] || nbpe=256
     : "${test_sets:=dev}"; : "${train_config:=conf/train_conformer_speechocean762.yaml}" ;;
@@ -77,6 +79,7 @@ case "${corpus}" in
     : "${test_sets:=eval2000}"; : "${train_config:=conf/train_conformer_swbd.yaml}" ;;
   *) echo "$0: unknown corpus '${corpus}' (synth, speechocean762, swbd)" >&2; exit 1 ;;
 esac
+[ "${average_num}" -gt 0 ] || average_num=5
 : "${dir:=exp/${corpus}_$(basename "${train_config}" .yaml)}"
 dict=data/lang_char/${train_set}_${bpemode}${nbpe}_units.txt
 bpemodel=data/lang_char/${train_set}_${bpemode}${nbpe}

@@ -10,7 +10,7 @@ runs to the maximum length: an upper bound, not a typical figure).
 Features are computed once per batch size before timing; the figures cover the
 encoder pass and the search of each mode on its own (model + search time).
 
-    . ./path.sh && python bench/decode.py [--checkpoint exp/.../avg_5.pt --config exp/.../train.yaml]
+    . ./path.sh && python bench/decode.py [--checkpoint exp/.../avg_2.pt --config exp/.../train.yaml]
 """
 from __future__ import annotations
 

@@ -40,8 +40,8 @@ init_method=            # DDP init file (file://...); empty: $dir/ddp_init
 average_checkpoint=true
 use_model_avg=false     # true: decode the training's running weight average, not an epoch average
 decode_checkpoint=      # empty: $dir/avg_${average_num}.pt ($dir/model_avg.pt with use_model_avg)
-average_num=0           # 0: the corpus default (synth 2: its 9 epochs change the model too much to average
-                        # 5 of them; others 5)
+average_num=0           # 0: the corpus default (synth 2: its short runs change the model too much between
+                        # epochs to average 5; chosen on dev, RESULTS.md; others 5)
 decode_modes="ctc_greedy_search ctc_prefix_beam_search attention attention_rescoring"
 
 help_message="Usage: $0 [options]
@@ -175,9 +175,8 @@ if run_stage 4; then
   "${cmvn}" && cmvn_opts=(--cmvn "${feat_dir}/${train_set}/global_cmvn")
   override_opts=()
   IFS=';' read -r -a overrides <<< "${train_overrides}"
-  for o in "${overrides[@]}"; do
-    o="$(echo "${o}" | sed 's/^ *//; s/ *$//')"
-    [ -z "${o}" ] || override_opts+=(--override_config "${o}")
+  for o in "${overrides[@]}"; do  # train.py ignores the spaces around each item
+    if [[ "${o}" =~ [^[:space:]] ]]; then override_opts+=(--override_config "${o}"); fi
   done
   tools/launch_train.sh --num_nodes "${num_nodes}" --node_rank "${node_rank}" \
     --num_cpu_workers "${num_cpu_workers}" --init_method "${init_method}" -- \

@@ -19,6 +19,7 @@ nj=2                    # parallel jobs for data preparation
 num_nodes=1             # training: number of machines
 node_rank=0             # training: this machine's index, 0..num_nodes-1
 num_cpu_workers=1       # training processes when no GPU is visible
+use_amp=auto            # training precision: auto (bf16 where the CPU/GPU computes it natively), bf16, fp16, none
 feat_dir=raw_wav
 data_type=shard         # shard | raw
 num_utts_per_shard=200
@@ -185,7 +186,7 @@ if run_stage 4; then
     --train_data "${feat_dir}/${train_set}/data.list" --cv_data "${feat_dir}/${dev_set}/data.list" \
     ${checkpoint:+--checkpoint "${checkpoint}"} --model_dir "${dir}" \
     ${init_checkpoint:+--init_checkpoint "${init_checkpoint}" --init_exclude "${init_exclude}"} \
-    --tensorboard_dir "${dir}/tensorboard" --num_workers 1 "${cmvn_opts[@]}" \
+    --tensorboard_dir "${dir}/tensorboard" --num_workers 1 --use_amp "${use_amp}" "${cmvn_opts[@]}" \
     "${override_opts[@]}"
   stage_done 4
 fi

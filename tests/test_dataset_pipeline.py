@@ -432,3 +432,67 @@ def test_resume_delivers_exactly_the_remaining_batches(tmp_path, num_workers):
     # another epoch starts from its beginning, in another order
     resumed_ds.set_epoch(2)
     assert resumed_ds.state_dict()["batches_consumed"] == 0
+
+
+# ---------------------------------------------------------------- feature cache
+
+def _batches(ds: Dataset, epoch: int) -> List[dict]:
+    ds.set_epoch(epoch)
+    return list(ds.consume(ds))
+
+
+def _assert_same_batches(got: List[dict], want: List[dict]) -> None:
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert a["keys"] == b["keys"]
+        for name in ("feats", "feats_lengths", "target", "target_lengths"):
+            assert torch.equal(a[name], b[name])
+
+
+def test_feature_cache_replays_the_uncached_pipeline(tmp_path, monkeypatch, caplog):
+    """Epoch after epoch, a cached dataset delivers exactly the batches of an uncached one
+    (dither 0: nothing before fbank is random), computes each fbank once and replays the
+    first pass's skip counts."""
+    data_list = write_shards(tmp_path, make_corpus(15, seed=8), per_shard=4)
+    conf = {"spec_aug": True, "spec_sub": True, "spec_trim": True,
+            "fbank_conf": {"num_mel_bins": 20, "dither": 0.0},
+            "shuffle_conf": {"shuffle_size": 5}, "sort_conf": {"sort_size": 3},
+            "filter_conf": {"min_length": 50},  # drops the utterances under 0.5 s
+            "batch_conf": {"batch_type": "dynamic", "max_frames_in_batch": 250}}
+    calls = []
+    real_fbank = processor.compute_fbank
+    monkeypatch.setattr(processor, "compute_fbank",
+                        lambda *a, **k: calls.append(1) or real_fbank(*a, **k))
+    plain = Dataset("shard", data_list, TABLE, conf, seed=4)
+    cached = Dataset("shard", data_list, TABLE, dict(conf, cache_features=True), seed=4)
+    for epoch in range(3):
+        want = _batches(plain, epoch)
+        n_plain = len(calls)
+        got = _batches(cached, epoch)
+        _assert_same_batches(got, want)
+        assert len(calls) - n_plain == (n_plain if epoch == 0 else 0)
+        assert cached.last_stats.counts == plain.last_stats.counts
+    assert plain.last_stats.counts["filtered_too_short"] > 0
+    assert sum(len(b["keys"]) for b in want) + plain.last_stats.counts["filtered_too_short"] == 15
+
+
+def test_feature_cache_first_pass_equals_uncached_with_dither(tmp_path):
+    data_list = write_shards(tmp_path, make_corpus(8, seed=2), per_shard=3)
+    conf = _train_conf()
+    conf["speed_perturb"] = False
+    want = _batches(Dataset("shard", data_list, TABLE, conf, seed=1), 0)
+    cached = Dataset("shard", data_list, TABLE, dict(conf, cache_features=True), seed=1)
+    _assert_same_batches(_batches(cached, 0), want)
+    # a pass stopped half-way caches only the list items it read to their end
+    partial = Dataset("shard", data_list, TABLE, dict(conf, cache_features=True), seed=1)
+    partial.set_epoch(0)
+    next(iter(partial))
+    assert 0 < len(partial._cache) < 3
+
+
+def test_feature_cache_refuses_speed_perturb(tmp_path):
+    data_list = write_shards(tmp_path, make_corpus(2), per_shard=2)
+    with pytest.raises(ValueError, match="speed_perturb"):
+        Dataset("shard", data_list, TABLE, dict(_train_conf(), cache_features=True))
+    # decoding never perturbs, so the same conf is accepted there
+    Dataset("shard", data_list, TABLE, dict(_train_conf(), cache_features=True), training=False)

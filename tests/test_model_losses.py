@@ -55,6 +55,29 @@ def test_ctc_loss_equals_torch_ctc_loss_on_same_log_probs():
     assert torch.equal(ctc.argmax(hs), ctc.log_softmax(hs).argmax(2))
 
 
+def test_losses_take_float32_log_softmax_under_bf16_autocast():
+    """Under autocast the logits are bf16; both losses must equal the float32 formula on
+    those same logits (log_softmax in bf16 would lose ~0.4 % of every log-probability)."""
+    torch.manual_seed(3)
+    ctc = CTC(7, 8)
+    hs = torch.randn(2, 9, 8)
+    hlens, ys, ylens = torch.tensor([9, 6]), torch.tensor([[1, 2, 3], [4, -1, -1]]), torch.tensor([3, 1])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = ctc.ctc_lo(hs)
+        loss = ctc(hs, hlens, ys, ylens)
+    assert logits.dtype == torch.bfloat16 and loss.dtype == torch.float32
+    logp = logits.float().log_softmax(2).transpose(0, 1)
+    ref = F.ctc_loss(logp, ys, hlens, ylens, blank=0, reduction="sum") / 2
+    assert torch.allclose(loss, ref, atol=1e-5)
+    x = torch.randn(2, 3, 7).to(torch.bfloat16)
+    target = torch.tensor([[1, 4, -1], [0, 2, 3]])
+    ls = LabelSmoothingLoss(7, -1, 0.1, normalize_length=False)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = ls(x, target)
+    assert got.dtype == torch.float32
+    assert torch.allclose(got, ls(x.float(), target), atol=1e-6)
+
+
 def test_ctc_counts_impossible_alignments(caplog):
     ctc = CTC(5, 4)
     ys = torch.tensor([[1, 1, 2], [1, 2, 3]])

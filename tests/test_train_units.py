@@ -243,3 +243,20 @@ def test_init_weights_copy_matching_tensors_only(tmp_path):
     torch.save({"unrelated": torch.zeros(3)}, path)
     with pytest.raises(ValueError, match="no tensor matches"):
         ckpt.load_init_weights(target, path)
+
+
+@pytest.mark.parametrize("avx512_bf16,amx,want", [(True, False, torch.bfloat16),
+                                                  (False, True, torch.bfloat16),
+                                                  (False, False, None)])
+def test_use_amp_auto_is_bf16_only_where_the_cpu_has_it(monkeypatch, avx512_bf16, amx, want):
+    from wenet.utils.train_utils import amp_dtype_for
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+    cpu = torch.device("cpu")
+    assert amp_dtype_for("auto", cpu) is want
+    # explicit choices do not depend on the hardware
+    assert amp_dtype_for("bf16", cpu) is torch.bfloat16
+    assert amp_dtype_for("fp16", cpu) is torch.float16
+    assert amp_dtype_for("none", cpu) is None
+    with pytest.raises(ValueError, match="use_amp"):
+        amp_dtype_for("fp8", cpu)

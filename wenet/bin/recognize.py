@@ -87,7 +87,9 @@ def decoding_dataset_conf(dataset_conf: dict, batch_size: int) -> dict:
     conf["filter_conf"] = {"max_length": 1e9, "min_length": 0, "token_max_length": 10 ** 9,
                            "token_min_length": 0, "min_output_input_ratio": 0.0,
                            "max_output_input_ratio": 1e9}
-    for key in ("speed_perturb", "spec_aug", "spec_sub", "spec_trim", "shuffle", "sort"):
+    # one pass: a feature cache would only hold memory
+    for key in ("speed_perturb", "spec_aug", "spec_sub", "spec_trim", "shuffle", "sort",
+                "cache_features"):
         conf[key] = False
     conf["batch_conf"] = {"batch_type": "static", "batch_size": batch_size}
     return conf

@@ -28,12 +28,10 @@ from wenet.utils.file_utils import read_symbol_table
 from wenet.utils.init_model import init_model
 from wenet.utils.model_average import ModelAverager
 from wenet.utils.scheduler import build_scheduler
-from wenet.utils.train_utils import (DistInfo, TrainConf, build_optimizer, init_distributed,
+from wenet.utils.train_utils import (AMP_DTYPES, DistInfo, TrainConf, amp_dtype_for,
+                                     build_optimizer, init_distributed,
                                      input_dim_of, override_config, save_yaml, seed_everything,
                                      shutdown_distributed, train_yaml_configs, under_torchrun)
-
-AMP_DTYPES = {"none": None, "fp16": torch.float16, "bf16": torch.bfloat16}
-
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -56,8 +54,10 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--num_workers", type=int, default=0, help="DataLoader worker processes")
     p.add_argument("--prefetch", type=int, default=100, help="batches prefetched per worker")
     p.add_argument("--pin_memory", action="store_true")
-    p.add_argument("--use_amp", nargs="?", const="fp16", default="none", choices=sorted(AMP_DTYPES),
-                   help="mixed precision: fp16 (with a grad scaler; bare --use_amp), bf16 or none")
+    p.add_argument("--use_amp", nargs="?", const="fp16", default="none",
+                   choices=sorted(AMP_DTYPES) + ["auto"],
+                   help="mixed precision: fp16 (with a grad scaler; bare --use_amp), bf16, none, "
+                        "or auto (bf16 where the GPU/CPU computes it natively, else none)")
     p.add_argument("--override_config", action="append", default=[],
                    help='"key.sub value" (value read as YAML); repeatable')
     p.add_argument("--seed", type=int, default=777)
@@ -122,12 +122,19 @@ def _train(args: argparse.Namespace, info: DistInfo) -> None:
     cv_set = Dataset(args.data_type, args.cv_data, symbols, dataset_conf, args.bpe_model,
                      training=False, seed=args.seed)
 
+    num_workers = args.num_workers
+    if train_set.cache_features and num_workers > 0:
+        # workers are started afresh each epoch and would take their cache with them
+        logging.info("dataset_conf.cache_features: the data pipeline runs in the training "
+                     "process (num_workers 0 instead of %d)", num_workers)
+        num_workers = 0
+
     def loader(dataset: Dataset, epoch: int) -> torch.utils.data.DataLoader:
         # An explicit generator: creating the iterator must not draw from the global RNG,
         # or a resumed run's dropout stream would differ from an uninterrupted one.
-        extra = {"prefetch_factor": args.prefetch} if args.num_workers > 0 else {}
+        extra = {"prefetch_factor": args.prefetch} if num_workers > 0 else {}
         return torch.utils.data.DataLoader(
-            dataset, batch_size=None, num_workers=args.num_workers, pin_memory=args.pin_memory,
+            dataset, batch_size=None, num_workers=num_workers, pin_memory=args.pin_memory,
             generator=torch.Generator().manual_seed(args.seed + epoch), **extra)
 
     model = init_model(configs)
@@ -143,7 +150,9 @@ def _train(args: argparse.Namespace, info: DistInfo) -> None:
     seed_everything(args.seed + info.rank)  # distinct dropout streams per rank
     optimizer = build_optimizer(model.parameters(), conf.optim, conf.optim_conf)
     scheduler = build_scheduler(optimizer, conf.scheduler, conf.scheduler_conf)
-    amp_dtype = AMP_DTYPES[args.use_amp]
+    amp_dtype = amp_dtype_for(args.use_amp, device)
+    logging.info("mixed precision (--use_amp %s): %s", args.use_amp,
+                 amp_dtype if amp_dtype is not None else "off, float32")
     scaler = torch.amp.GradScaler(device.type) if amp_dtype is torch.float16 else None
     module = model.module if info.distributed else model
     averager = ModelAverager(module.state_dict(), conf.average_period) if info.rank == 0 else None

@@ -7,7 +7,13 @@ The whole chain is assembled in ``Dataset._pipeline``::
     → tokenize → filter → resample → speed perturb → fbank
     → spec_aug → spec_sub → spec_trim → shuffle buffer → sort buffer → batch → pad
 
-configured by WeNet 2.x's ``dataset_conf`` keys. All randomness of one pass is
+configured by WeNet 2.x's ``dataset_conf`` keys, plus ``cache_features``: keep
+each shard's fbank features (everything up to fbank) in memory after their first
+pass, so that later epochs only augment, shuffle and batch. On a CPU machine the
+fbank of every epoch otherwise competes with training for the same cores. The
+cache lives in the process that iterates the dataset (use ``num_workers`` 0);
+dither noise is then drawn once, and speed perturbation, which must be drawn
+anew each epoch, cannot be combined with it. All randomness of one pass is
 drawn from a ``random.Random`` seeded by (seed, epoch, rank, worker), so a pass
 is reproducible, and ``consume`` can skip exactly the batches a run had already
 trained on before it was interrupted.
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections import Counter
 from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import torch
@@ -32,7 +39,7 @@ logger = logging.getLogger(__name__)
 KNOWN_CONF_KEYS = frozenset({
     "filter_conf", "resample_conf", "speed_perturb", "fbank_conf", "feats_type",
     "spec_aug", "spec_aug_conf", "spec_sub", "spec_sub_conf", "spec_trim", "spec_trim_conf",
-    "shuffle", "shuffle_conf", "sort", "sort_conf", "batch_conf"})
+    "shuffle", "shuffle_conf", "sort", "sort_conf", "batch_conf", "cache_features"})
 # The keys each sub-configuration may hold (they become keyword arguments of a stage).
 SUB_CONF_KEYS = {
     "filter_conf": {"max_length", "min_length", "token_max_length", "token_min_length",
@@ -99,6 +106,14 @@ class Dataset(IterableDataset):
         batch_type = _sub(conf, "batch_conf").get("batch_type", "static")
         if batch_type not in ("static", "dynamic"):
             raise ValueError(f"batch_conf.batch_type must be static or dynamic, got {batch_type!r}")
+        self.cache_features = bool(conf.get("cache_features", False))
+        if self.cache_features and training and conf.get("speed_perturb", False):
+            raise ValueError("dataset_conf.cache_features keeps each utterance's features from "
+                             "its first pass, so speed_perturb would draw one speed for good: "
+                             "turn one of them off")
+        # list line (shard path or JSON line) → its samples after fbank, and the skip/repair
+        # counts its first pass recorded (replayed into later passes' summaries)
+        self._cache: Dict[str, Tuple[List[dict], Counter]] = {}
         self.data_type = data_type
         self.data_list_file = data_list_file
         self.lists = read_lists(data_list_file)
@@ -222,6 +237,10 @@ class Dataset(IterableDataset):
         worker, num_workers = (0, 1) if info is None else (info.id, info.num_workers)
         if info is not None:
             torch.set_num_threads(1)  # one core per worker; more only adds contention
+            if self.cache_features and not self._cache:
+                logger.warning("dataset_conf.cache_features in a DataLoader worker: the worker's "
+                               "cache ends with its epoch; iterate in the main process "
+                               "(num_workers 0) to keep it")
         stats = PipelineStats(f"epoch {self.epoch} rank {rank} worker {worker}")
         self.last_stats = stats
         rng = random.Random(f"pass:{self.seed}:{self.epoch}:{rank}:{worker}")
@@ -229,9 +248,9 @@ class Dataset(IterableDataset):
         yield from self._pipeline(items, rng, stats)
         stats.log_summary()
 
-    def _pipeline(self, items: List[Tuple[str, str]], rng: random.Random,
+    def _features(self, items: Iterable[Tuple[str, str]], rng: random.Random,
                   stats: PipelineStats) -> Iterator[dict]:
-        """The chain of stages, in order (see the module docstring)."""
+        """The stages up to fbank: list items → samples with ``feat`` and ``label``."""
         conf, train = self.conf, self.training
         if self.data_type == "shard":
             data = processor.shard_samples(items, stats)
@@ -246,7 +265,40 @@ class Dataset(IterableDataset):
         fbank_conf = _sub(conf, "fbank_conf")
         if not train:
             fbank_conf["dither"] = 0.0
-        data = processor.fbank(data, stats, rng, **fbank_conf)
+        return processor.fbank(data, stats, rng, **fbank_conf)
+
+    def _cached_features(self, items: Iterable[Tuple[str, str]], rng: random.Random,
+                         stats: PipelineStats) -> Iterator[dict]:
+        """``_features`` item by item, through the in-memory cache of whole list items."""
+        new_frames = 0
+        for item in items:
+            hit = self._cache.get(item[1])
+            if hit is not None:
+                samples, counts = hit
+                stats.counts.update(counts)
+                for s in samples:  # a copy: later stages replace the sample's entries
+                    yield dict(s)
+                continue
+            before = Counter(stats.counts)
+            samples = []
+            for s in self._features([item], rng, stats):
+                samples.append(dict(s))
+                new_frames += s["feat"].numel()
+                yield s
+            # reached only once the item was read to its end
+            self._cache[item[1]] = (samples, stats.counts - before)
+        if new_frames:
+            logger.info("%s: feature cache holds %d list items (+%.0f MB)", stats.where,
+                        len(self._cache), new_frames * 4 / 2 ** 20)
+
+    def _pipeline(self, items: List[Tuple[str, str]], rng: random.Random,
+                  stats: PipelineStats) -> Iterator[dict]:
+        """The chain of stages, in order (see the module docstring)."""
+        conf, train = self.conf, self.training
+        if self.cache_features:
+            data = self._cached_features(items, rng, stats)
+        else:
+            data = self._features(items, rng, stats)
         if train and conf.get("spec_aug", False):
             data = processor.spec_aug_samples(data, rng, **_sub(conf, "spec_aug_conf"))
         if train and conf.get("spec_sub", False):

@@ -35,7 +35,8 @@ class CTC(torch.nn.Module):
         per-utterance losses (B,) when ``reduce`` is False.
         """
         ys_hat = self.ctc_lo(F.dropout(hs_pad, p=self.dropout_rate, training=self.training))
-        ys_hat = ys_hat.transpose(0, 1).log_softmax(2)  # (T, B, V)
+        # in float32 also under bf16/fp16 autocast, which leaves log_softmax in low precision
+        ys_hat = ys_hat.transpose(0, 1).float().log_softmax(2)  # (T, B, V)
         if not torch.jit.is_scripting():
             impossible = int((hlens < self.min_frames(ys_pad, ys_lens)).sum())
             if impossible > 0:

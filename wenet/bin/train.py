@@ -33,6 +33,7 @@ from wenet.utils.train_utils import (AMP_DTYPES, DistInfo, TrainConf, amp_dtype_
                                      input_dim_of, override_config, save_yaml, seed_everything,
                                      shutdown_distributed, train_yaml_configs, under_torchrun)
 
+
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True, help="training yaml")

@@ -13,7 +13,9 @@ pass, so that later epochs only augment, shuffle and batch. On a CPU machine the
 fbank of every epoch otherwise competes with training for the same cores. The
 cache lives in the process that iterates the dataset (use ``num_workers`` 0);
 dither noise is then drawn once, and speed perturbation, which must be drawn
-anew each epoch, cannot be combined with it. All randomness of one pass is
+anew each epoch, cannot be combined with it. Under DDP the shards a rank reads
+change from epoch to epoch, so each rank's cache grows towards the whole list
+(memory: ~4 bytes x 80 bins x 100 frames per second of audio). All randomness of one pass is
 drawn from a ``random.Random`` seeded by (seed, epoch, rank, worker), so a pass
 is reproducible, and ``consume`` can skip exactly the batches a run had already
 trained on before it was interrupted.

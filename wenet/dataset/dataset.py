@@ -15,10 +15,11 @@ cache lives in the process that iterates the dataset (use ``num_workers`` 0);
 dither noise is then drawn once, and speed perturbation, which must be drawn
 anew each epoch, cannot be combined with it. Under DDP the shards a rank reads
 change from epoch to epoch, so each rank's cache grows towards the whole list
-(memory: ~4 bytes x 80 bins x 100 frames per second of audio). All randomness of one pass is
-drawn from a ``random.Random`` seeded by (seed, epoch, rank, worker), so a pass
-is reproducible, and ``consume`` can skip exactly the batches a run had already
-trained on before it was interrupted.
+(memory: ~4 bytes x 80 bins x 100 frames per second of audio).
+
+All randomness of one pass is drawn from a ``random.Random`` seeded by
+(seed, epoch, rank, worker), so a pass is reproducible, and ``consume`` can skip
+exactly the batches a run had already trained on before it was interrupted.
 """
 from __future__ import annotations
 
@@ -239,7 +240,7 @@ class Dataset(IterableDataset):
         worker, num_workers = (0, 1) if info is None else (info.id, info.num_workers)
         if info is not None:
             torch.set_num_threads(1)  # one core per worker; more only adds contention
-            if self.cache_features and not self._cache:
+            if self.cache_features:
                 logger.warning("dataset_conf.cache_features in a DataLoader worker: the worker's "
                                "cache ends with its epoch; iterate in the main process "
                                "(num_workers 0) to keep it")

@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader
 
 from wenet.dataset.dataset import Dataset
 from wenet.dataset.tokenizer import SPACE
-from wenet.utils.audio import load_audio
+from wenet.dataset.audio import load_audio
 from wenet.utils.file_utils import read_kaldi_map
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -25,7 +25,7 @@ import yaml
 
 from wenet.bin.recognize import decoding_dataset_conf, load_model
 from wenet.dataset.dataset import Dataset
-from wenet.transformer.search import DECODE_MODES, decode_batch
+from wenet.decode.search import DECODE_MODES, decode_batch
 from wenet.utils.file_utils import read_symbol_table
 
 

@@ -5,7 +5,7 @@ For each config, the same synthetic batches (random fbank-sized features and
 targets, WeNet batch layout) go through
 
 1. a bare loop: forward, backward, clip, optimizer and scheduler step — pure model compute;
-2. wenet.utils.executor.Executor.train_epoch — the real training loop with its
+2. wenet.train.executor.Executor.train_epoch — the real training loop with its
    checks (finite loss, gradient norm), logging, model average and bookkeeping;
 
 alternating step by step, and the loop's overhead over the bare loop (median
@@ -29,11 +29,11 @@ from typing import Dict, List
 import torch
 import yaml
 
-from wenet.utils.executor import Executor
-from wenet.utils.init_model import init_model
-from wenet.utils.model_average import ModelAverager
-from wenet.utils.scheduler import build_scheduler
-from wenet.utils.train_utils import (DistInfo, TrainConf, build_optimizer, input_dim_of,
+from wenet.train.executor import Executor
+from wenet.models import init_model
+from wenet.train.model_average import ModelAverager
+from wenet.train.scheduler import build_scheduler
+from wenet.train.setup import (DistInfo, TrainConf, build_optimizer, input_dim_of,
                                      override_config, seed_everything)
 
 

@@ -11,7 +11,7 @@ import logging
 import sys
 
 from wenet.utils.file_utils import read_lists
-from wenet.utils.wer import compute_wer
+from wenet.eval.wer import compute_wer
 
 
 def _flag(value: str) -> bool:

@@ -17,8 +17,8 @@ from typing import List, Optional
 import torch
 import yaml
 
-from wenet.utils.cmvn import compute_cmvn_stats, feature_conf_from_config, save_cmvn
-from wenet.utils.data_list import read_utterances
+from wenet.dataprep.cmvn import compute_cmvn_stats, feature_conf_from_config, save_cmvn
+from wenet.dataprep.data_list import read_utterances
 
 
 def get_args(argv: Optional[List[str]] = None) -> argparse.Namespace:

@@ -11,7 +11,7 @@ import logging
 import sys
 from typing import List, Optional
 
-from wenet.utils.data_list import attach_text, read_utterances, write_raw_list
+from wenet.dataprep.data_list import attach_text, read_utterances, write_raw_list
 
 
 def get_args(argv: Optional[List[str]] = None) -> argparse.Namespace:

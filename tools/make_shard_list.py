@@ -15,8 +15,8 @@ from typing import List, Optional
 
 import torch
 
-from wenet.utils.data_list import attach_text, read_utterances
-from wenet.utils.shard_writer import make_shards
+from wenet.dataprep.data_list import attach_text, read_utterances
+from wenet.dataprep.shard_writer import make_shards
 
 
 def get_args(argv: Optional[List[str]] = None) -> argparse.Namespace:

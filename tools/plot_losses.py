@@ -15,8 +15,8 @@ import os
 import sys
 from typing import List, Optional
 
-from wenet.utils.png_plot import Series, line_plot, write_png
-from wenet.utils.results import loss_curves, read_epoch_infos
+from wenet.eval.png_plot import Series, line_plot, write_png
+from wenet.eval.results import loss_curves, read_epoch_infos
 
 
 def main(argv: Optional[List[str]] = None) -> None:

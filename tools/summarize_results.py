@@ -19,7 +19,7 @@ import sys
 from typing import Dict, List, Optional, Sequence
 
 from wenet.utils.file_utils import atomic_write_text
-from wenet.utils.results import (collect_scores, count_parameters, format_duration,
+from wenet.eval.results import (collect_scores, count_parameters, format_duration,
                                  read_epoch_infos, results_table, training_wall_time)
 
 RTF_NOTE = ("RTF of a mode = (encoder time + that mode's own search time) / audio seconds: the "

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from wenet.utils.audio import resample
+from wenet.dataset.audio import resample
 
 TARGET_RATE = 16000
 NOISE_COLOURS = ("white", "pink", "brown")

@@ -8,7 +8,7 @@ import os
 
 import torch
 
-from wenet.utils.init_model import load_trained_model
+from wenet.models import load_trained_model
 
 
 def get_args(argv=None) -> argparse.Namespace:

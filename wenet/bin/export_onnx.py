@@ -1,6 +1,6 @@
 """Export a trained model as ONNX for CPU runtimes: a streaming encoder with
 fixed-size caches (encoder.onnx, metadata in its metadata_props), the CTC head
-(ctc.onnx) and the rescoring decoder (decoder.onnx). See wenet/utils/onnx_export.py."""
+(ctc.onnx) and the rescoring decoder (decoder.onnx). See wenet/export/onnx.py."""
 from __future__ import annotations
 
 import argparse
@@ -8,8 +8,8 @@ import logging
 
 import yaml
 
-from wenet.utils.init_model import load_trained_model
-from wenet.utils.onnx_export import export_onnx_models
+from wenet.models import load_trained_model
+from wenet.export.onnx import export_onnx_models
 
 
 def get_args(argv=None) -> argparse.Namespace:

@@ -34,10 +34,10 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from wenet.dataset.dataset import Dataset
-from wenet.transducer.search import TRANSDUCER_MODES, decode_transducer
-from wenet.transformer.search import DECODE_MODES, decode_batch, tokens_to_text
+from wenet.decode.transducer_search import TRANSDUCER_MODES, decode_transducer
+from wenet.decode.search import DECODE_MODES, decode_batch, tokens_to_text
 from wenet.utils.file_utils import atomic_write_text, read_symbol_table
-from wenet.utils.init_model import init_model
+from wenet.models import init_model
 
 
 def get_parser() -> argparse.ArgumentParser:

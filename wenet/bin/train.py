@@ -22,13 +22,13 @@ import torch
 import yaml
 
 from wenet.dataset.dataset import Dataset
-from wenet.utils.checkpoint import checkpoint_base, load_init_weights
-from wenet.utils.executor import Executor
+from wenet.train.checkpoint import checkpoint_base, load_init_weights
+from wenet.train.executor import Executor
 from wenet.utils.file_utils import read_symbol_table
-from wenet.utils.init_model import init_model
-from wenet.utils.model_average import ModelAverager
-from wenet.utils.scheduler import build_scheduler
-from wenet.utils.train_utils import (AMP_DTYPES, DistInfo, TrainConf, amp_dtype_for,
+from wenet.models import init_model
+from wenet.train.model_average import ModelAverager
+from wenet.train.scheduler import build_scheduler
+from wenet.train.setup import (AMP_DTYPES, DistInfo, TrainConf, amp_dtype_for,
                                      build_optimizer, init_distributed,
                                      input_dim_of, override_config, save_yaml, seed_everything,
                                      shutdown_distributed, train_yaml_configs, under_torchrun)

@@ -24,8 +24,8 @@ from torch.nn.utils.rnn import pad_sequence
 from wenet.dataset import spec_aug as aug
 from wenet.dataset.stats import PipelineStats
 from wenet.dataset.tokenizer import Tokenizer
-from wenet.utils.audio import AudioError, decode_audio, load_audio, resample, to_mono
-from wenet.utils.fbank import compute_fbank
+from wenet.dataset.audio import AudioError, decode_audio, load_audio, resample, to_mono
+from wenet.dataset.fbank import compute_fbank
 
 logger = logging.getLogger(__name__)
 

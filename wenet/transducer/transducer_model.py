@@ -7,14 +7,12 @@ models) followed by the big blanks of a multi-blank model
 (``big_blank_durations``; id ``vocab_size + i`` advances ``durations[i]`` frames).
 """
 
-import logging
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torchaudio.functional as taf
 
 from wenet.transducer.joint import TransducerJoint
-from wenet.transducer.predictor import PREDICTORS
 from wenet.transducer.rnnt_loss import rnnt_loss
 from wenet.transformer.asr_model import ASRModel
 from wenet.transformer.ctc import CTC
@@ -41,7 +39,7 @@ class _MissingDecoder(torch.nn.Module):
 class TransducerModel(ASRModel):
     """Encoder + prediction network + joint network (+ optional CTC / attention heads).
 
-    The decoding interface (used by wenet/transducer/search.py and exported for
+    The decoding interface (used by wenet/decode/transducer_search.py and exported for
     runtimes): ``project_encoder``, ``predictor_init_state``,
     ``forward_predictor_step``, ``forward_joint_step``, ``blank_symbol``,
     ``big_blank_ids``, ``big_blank_durations``.
@@ -166,45 +164,3 @@ class TransducerModel(ASRModel):
                            ) -> torch.Tensor:
         """Logits (N, V') of projected encoder frames and predictor outputs (N, J) each."""
         return self.joint(enc_proj, pred_proj)
-
-
-def is_transducer_config(configs: Dict[str, Any]) -> bool:
-    """Whether a training config describes a transducer (``model: transducer`` or a
-    ``predictor`` / ``joint_conf`` section)."""
-    return (configs.get("model") == "transducer" or "predictor" in configs
-            or "predictor_conf" in configs or "joint_conf" in configs)
-
-
-def build_transducer(configs: Dict[str, Any], encoder: torch.nn.Module,
-                     vocab_size: int) -> TransducerModel:
-    """TransducerModel for ``configs`` around an already built ``encoder`` (see init_model)."""
-    from wenet.utils.init_model import DECODERS, _checked_kwargs  # init_model imports us
-
-    model_conf = dict(configs.get("model_conf") or {})
-    _checked_kwargs(TransducerModel, model_conf, "model_conf")
-    predictor_type = configs.get("predictor", "stateless")
-    if predictor_type not in PREDICTORS:
-        raise ValueError(f"unknown predictor '{predictor_type}' (one of {sorted(PREDICTORS)})")
-    predictor_cls = PREDICTORS[predictor_type]
-    predictor = predictor_cls(vocab_size, **_checked_kwargs(
-        predictor_cls, configs.get("predictor_conf"), "predictor_conf"))
-    num_outputs = vocab_size + len(model_conf.get("big_blank_durations") or ())
-    joint = TransducerJoint(num_outputs, encoder.output_size(), predictor.output_size(),
-                            **_checked_kwargs(TransducerJoint, configs.get("joint_conf"),
-                                              "joint_conf"))
-    ctc = CTC(vocab_size, encoder.output_size()) \
-        if model_conf.get("ctc_weight", 0.0) > 0 else None
-    decoder = None
-    if model_conf.get("attention_weight", 0.0) > 0:
-        decoder_type = configs.get("decoder", "bitransformer")
-        if decoder_type not in DECODERS:
-            raise ValueError(f"unknown decoder '{decoder_type}' (one of {sorted(DECODERS)})")
-        decoder_cls = DECODERS[decoder_type]
-        decoder = decoder_cls(vocab_size, encoder.output_size(), **_checked_kwargs(
-            decoder_cls, configs.get("decoder_conf"), "decoder_conf"))
-    model = TransducerModel(vocab_size, encoder, predictor, joint, ctc=ctc, decoder=decoder,
-                            **model_conf)
-    logging.info("transducer: %s predictor, ctc %s, attention decoder %s, %.2f M parameters",
-                 predictor_type, ctc is not None, decoder is not None,
-                 sum(p.numel() for p in model.parameters()) / 1e6)
-    return model

@@ -1,0 +1,164 @@
+"""global_cmvn: tools/compute_cmvn_stats.py against a direct numpy/torchaudio reference."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+import torchaudio
+import torchaudio.compliance.kaldi as kaldi
+
+from wenet.dataprep.cmvn import load_cmvn
+from tests.common import REPO
+
+ROOT = REPO
+RATE = 16000
+
+
+@pytest.fixture(autouse=True)
+def _keep_torch_threads():
+    """The tools' main() sets torch to one thread; give the rest of the session its setting back."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location(
+        "compute_cmvn_stats", os.path.join(ROOT, "tools", "compute_cmvn_stats.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _write_config(path, resample_rate=None):
+    text = ("dataset_conf:\n  fbank_conf:\n    num_mel_bins: 80\n    frame_length: 25\n"
+            "    frame_shift: 10\n    dither: 1.0\n")  # dither must be ignored by CMVN
+    if resample_rate:
+        text += f"  resample_conf:\n    resample_rate: {resample_rate}\n"
+    path.write_text(text)
+    return str(path)
+
+
+def _make_corpus(tmp_path, n=6):
+    """n int16 wavs of different lengths; returns {key: int16 samples} and wav.scp path."""
+    rng = np.random.default_rng(0)
+    audio, lines = {}, []
+    for i in range(n):
+        x = (rng.standard_normal(RATE // 4 + 1000 * i) * 3000).clip(-32768, 32767).astype(np.int16)
+        key = f"utt{i}"
+        path = tmp_path / f"{key}.wav"
+        sf.write(str(path), x, RATE, subtype="PCM_16")
+        audio[key] = x
+        # one entry goes through a Kaldi pipe command
+        lines.append(f"{key} cat {path} |" if i == 2 else f"{key} {path}")
+    scp = tmp_path / "wav.scp"
+    scp.write_text("\n".join(lines) + "\n")
+    return audio, str(scp)
+
+
+def _reference(signals, rate=RATE):
+    """Sums and sums of squares of Kaldi fbank (torchaudio) over int16-valued signals."""
+    feats = [kaldi.fbank(torch.from_numpy(x.astype(np.float32)).unsqueeze(0), num_mel_bins=80,
+                         frame_length=25, frame_shift=10, dither=0.0,
+                         sample_frequency=rate).double().numpy() for x in signals]
+    allf = np.concatenate(feats)
+    return allf.sum(0), np.square(allf).sum(0), allf.shape[0], allf
+
+
+def _run(tmp_path, scp, config, name, workers, extra=()):
+    out = tmp_path / name
+    rc = _tool().main(["--num_workers", str(workers), "--train_config", config,
+                       "--in_scp", scp, "--out_cmvn", str(out), *extra])
+    return rc, out
+
+
+def test_workers_agree_with_reference(tmp_path):
+    audio, scp = _make_corpus(tmp_path)
+    config = _write_config(tmp_path / "train.yaml")
+    mean_ref, var_ref, n_ref, allf = _reference(list(audio.values()))
+    results = []
+    for workers in (1, 4):
+        rc, out = _run(tmp_path, scp, config, f"cmvn{workers}", workers)
+        assert rc == 0
+        text = out.read_text()
+        assert text.count("\n") == 1 and text.endswith("\n")  # one-line JSON
+        obj = json.loads(text)
+        assert set(obj) == {"mean_stat", "var_stat", "frame_num"}
+        assert obj["frame_num"] == n_ref
+        np.testing.assert_allclose(obj["mean_stat"], mean_ref, rtol=1e-6)
+        np.testing.assert_allclose(obj["var_stat"], var_ref, rtol=1e-6)
+        results.append(obj)
+    np.testing.assert_allclose(results[0]["mean_stat"], results[1]["mean_stat"], rtol=1e-6)
+    np.testing.assert_allclose(results[0]["var_stat"], results[1]["var_stat"], rtol=1e-6)
+
+    # load_cmvn gives the mean and inverse standard deviation of the frames
+    mean, istd = load_cmvn(str(tmp_path / "cmvn1"))
+    assert mean.shape == istd.shape == (80,)
+    np.testing.assert_allclose(mean, allf.mean(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(istd, 1.0 / allf.std(0), rtol=1e-4)
+
+
+def test_segments_beside_scp_are_honoured(tmp_path):
+    rng = np.random.default_rng(1)
+    rec = (rng.standard_normal(RATE) * 2000).astype(np.int16)
+    path = tmp_path / "rec.wav"
+    sf.write(str(path), rec, RATE, subtype="PCM_16")
+    (tmp_path / "wav.scp").write_text(f"rec {path}\n")
+    cuts = {"rec-a": (0.0, 0.31), "rec-b": (0.25, 0.62), "rec-c": (0.7, -1)}
+    (tmp_path / "segments").write_text(
+        "".join(f"{k} rec {s} {e}\n" for k, (s, e) in cuts.items()))
+    pieces = [rec[int(round(s * RATE)):(len(rec) if e < 0 else int(round(e * RATE)))]
+              for s, e in cuts.values()]
+    mean_ref, var_ref, n_ref, _ = _reference(pieces)
+    config = _write_config(tmp_path / "train.yaml")
+    rc, out = _run(tmp_path, str(tmp_path / "wav.scp"), config, "cmvn", 2)
+    assert rc == 0
+    obj = json.loads(out.read_text())
+    assert obj["frame_num"] == n_ref
+    np.testing.assert_allclose(obj["mean_stat"], mean_ref, rtol=1e-6)
+    np.testing.assert_allclose(obj["var_stat"], var_ref, rtol=1e-6)
+    # --segments none: the whole recording instead
+    rc, out = _run(tmp_path, str(tmp_path / "wav.scp"), config, "cmvn_whole", 1, ("--segments", "none"))
+    assert json.loads(out.read_text())["frame_num"] == _reference([rec])[2]
+
+
+def test_resample_rate_from_config(tmp_path):
+    audio, scp = _make_corpus(tmp_path, n=2)
+    config = _write_config(tmp_path / "train.yaml", resample_rate=8000)
+    ref = [torchaudio.functional.resample(torch.from_numpy(x.astype(np.float32) / 32768), RATE, 8000)
+           .numpy() * 32768 for x in audio.values()]
+    mean_ref, var_ref, n_ref, _ = _reference(ref, rate=8000)
+    rc, out = _run(tmp_path, scp, config, "cmvn", 1)
+    obj = json.loads(out.read_text())
+    assert rc == 0 and obj["frame_num"] == n_ref
+    np.testing.assert_allclose(obj["mean_stat"], mean_ref, rtol=1e-5)
+    np.testing.assert_allclose(obj["var_stat"], var_ref, rtol=1e-5)
+
+
+def test_unreadable_audio_is_skipped_and_counted(tmp_path, caplog):
+    audio, scp = _make_corpus(tmp_path, n=2)
+    (tmp_path / "bad.wav").write_bytes(b"not audio at all")
+    with open(scp, "a") as f:
+        f.write(f"zz_bad {tmp_path / 'bad.wav'}\nzz_gone {tmp_path / 'missing.wav'}\n")
+    config = _write_config(tmp_path / "train.yaml")
+    rc, out = _run(tmp_path, scp, config, "cmvn", 2)
+    assert rc == 0
+    assert json.loads(out.read_text())["frame_num"] == _reference(list(audio.values()))[2]
+    assert "zz_bad" in caplog.text and "zz_gone" in caplog.text
+    assert "2 of 4 utterances skipped" in caplog.text
+    # everything unreadable: non-zero exit and no output file
+    (tmp_path / "bad.scp").write_text(f"zz_bad {tmp_path / 'bad.wav'}\n")
+    rc, out = _run(tmp_path, str(tmp_path / "bad.scp"), config, "cmvn_none", 1)
+    assert rc != 0 and not out.exists()
+
+
+def test_load_cmvn_names_bad_file(tmp_path):
+    bad = tmp_path / "global_cmvn"
+    bad.write_text('{"mean_stat": [1.0], "frame_num": 3}\n')
+    with pytest.raises(ValueError, match="global_cmvn"):
+        load_cmvn(str(bad))

@@ -1,0 +1,161 @@
+"""Encoder: subsampling lengths, streaming equals full forward, CMVN, checkpoint names."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from wenet.transformer.cmvn import GlobalCMVN
+from wenet.transformer.embedding import PositionalEncoding
+from wenet.transformer.encoder import ConformerEncoder, TransformerEncoder
+from wenet.transformer.subsampling import (Conv2dSubsampling4, Conv2dSubsampling6,
+                                           Conv2dSubsampling8)
+from wenet.dataprep.cmvn import load_cmvn
+from wenet.models import init_model
+
+
+@pytest.mark.parametrize("cls,rate,context,formula", [
+    (Conv2dSubsampling4, 4, 6, lambda t: ((t - 1) // 2 - 1) // 2),
+    (Conv2dSubsampling6, 6, 10, lambda t: ((t - 1) // 2 - 2) // 3),
+    (Conv2dSubsampling8, 8, 14, lambda t: (((t - 1) // 2 - 1) // 2 - 1) // 2),
+])
+def test_subsampling_lengths_follow_formula(cls, rate, context, formula):
+    sub = cls(20, 8, 0.0, PositionalEncoding(8, 0.0)).eval()
+    assert sub.subsampling_rate == rate and sub.right_context == context
+    for t in (context + 1, context + 2, 31, 64, 97):
+        x = torch.randn(1, t, 20)
+        y, pos, mask = sub(x, torch.ones(1, 1, t, dtype=torch.bool))
+        assert y.shape == (1, formula(t), 8), t
+        assert mask.shape == (1, 1, formula(t)) and pos.shape == (1, formula(t), 8)
+    # one output frame needs exactly right_context + 1 input frames
+    assert formula(context + 1) == 1 and formula(context) == 0
+    # the mask of a padded utterance counts exactly its own output frames
+    x = torch.randn(2, 97, 20)
+    lens = torch.tensor([97, 50])
+    mask = torch.arange(97).unsqueeze(0) < lens.unsqueeze(1)
+    _, _, out_mask = sub(x, mask.unsqueeze(1))
+    assert out_mask.squeeze(1).sum(1).tolist() == [formula(97), formula(50)]
+
+
+def _conformer(pos_enc, norm):
+    torch.manual_seed(0)
+    enc = ConformerEncoder(20, output_size=32, attention_heads=4, linear_units=48,
+                           num_blocks=2, pos_enc_layer_type=pos_enc, cnn_module_kernel=5,
+                           causal=True, cnn_module_norm=norm, use_dynamic_chunk=True)
+    # non-trivial batch-norm statistics so the eval-mode affine is exercised
+    for m in enc.modules():
+        if isinstance(m, torch.nn.BatchNorm1d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+    return enc.eval()
+
+
+@pytest.mark.parametrize("pos_enc,norm", [("rel_pos", "layer_norm"), ("abs_pos", "batch_norm")])
+@pytest.mark.parametrize("left_chunks", [-1, 2])
+def test_chunk_by_chunk_equals_full_forward_under_chunk_mask(pos_enc, norm, left_chunks):
+    enc = _conformer(pos_enc, norm)
+    x = torch.randn(1, 87, 20, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        full, full_mask = enc(x, torch.tensor([87]), 4, left_chunks)
+        stream, stream_mask = enc.forward_chunk_by_chunk(x, 4, left_chunks)
+    assert full.shape == stream.shape == (1, ((87 - 1) // 2 - 1) // 2, 32)
+    assert torch.allclose(stream, full, atol=1e-5)
+    assert torch.equal(full_mask, stream_mask)
+
+
+def test_chunk_by_chunk_transformer_and_cache_sizes():
+    torch.manual_seed(0)
+    enc = TransformerEncoder(20, output_size=32, attention_heads=4, linear_units=48,
+                             num_blocks=2, static_chunk_size=4).eval()
+    x = torch.randn(1, 70, 20, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        full, _ = enc(x, torch.tensor([70]), 0, 1)
+        stream, _ = enc.forward_chunk_by_chunk(x, 4, 1)
+        # a first chunk of 4 outputs, keeping 4 frames (1 left chunk) of cache
+        ys, att_cache, cnn_cache = enc.forward_chunk(x[:, :19], 0, 4)
+    assert torch.allclose(stream, full, atol=1e-5)
+    assert ys.shape == (1, 4, 32)
+    assert att_cache.shape == (2, 4, 4, 2 * 8)
+    assert cnn_cache.numel() == 0
+
+
+def test_full_context_differs_from_chunked_so_the_mask_matters():
+    enc = _conformer("rel_pos", "layer_norm")
+    x = torch.randn(1, 87, 20, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        full, _ = enc(x, torch.tensor([87]), -1, -1)
+        chunked, _ = enc(x, torch.tensor([87]), 4, -1)
+    # under the chunk mask a frame no longer sees later chunks, so outputs change
+    assert not torch.allclose(full, chunked, atol=1e-3)
+
+
+def test_global_cmvn_applies_mean_and_istd():
+    mean = torch.tensor([1.0, -2.0, 0.5])
+    istd = torch.tensor([2.0, 0.5, 4.0])
+    x = torch.tensor([[[3.0, 0.0, 1.0], [1.0, -2.0, 0.25]]])
+    expected = torch.tensor([[[4.0, 1.0, 2.0], [0.0, 0.0, -1.0]]])
+    assert torch.allclose(GlobalCMVN(mean, istd)(x), expected)
+    assert torch.allclose(GlobalCMVN(mean, istd, norm_var=False)(x), x - mean)
+
+
+def _tiny_config(**over):
+    cfg = {
+        "input_dim": 20, "output_dim": 11, "cmvn_file": None,
+        "encoder": "conformer",
+        "encoder_conf": {"output_size": 16, "attention_heads": 2, "linear_units": 24,
+                         "num_blocks": 1, "cnn_module_kernel": 3},
+        "decoder": "bitransformer",
+        "decoder_conf": {"attention_heads": 2, "linear_units": 24, "num_blocks": 1,
+                         "r_num_blocks": 1},
+        "model_conf": {"ctc_weight": 0.3, "reverse_weight": 0.3},
+    }
+    cfg.update(over)
+    return cfg
+
+
+def test_init_model_loads_cmvn_into_encoder_buffers(tmp_path):
+    feats = np.random.default_rng(0).normal(2.0, 3.0, size=(7, 20))
+    path = tmp_path / "global_cmvn"
+    path.write_text(json.dumps({"mean_stat": feats.sum(0).tolist(),
+                                "var_stat": (feats ** 2).sum(0).tolist(),
+                                "frame_num": 7}))
+    model = init_model(_tiny_config(cmvn_file=str(path)))
+    mean, istd = load_cmvn(str(path))
+    sd = model.state_dict()
+    assert torch.allclose(sd["encoder.global_cmvn.mean"], torch.tensor(feats.mean(0)).float())
+    assert torch.allclose(sd["encoder.global_cmvn.istd"], torch.from_numpy(istd))
+    assert torch.allclose(sd["encoder.global_cmvn.istd"],
+                          torch.tensor(1.0 / feats.std(0)).float(), rtol=1e-5)
+
+
+def test_state_dict_uses_wenet_names():
+    keys = set(init_model(_tiny_config()).state_dict())
+    for name in ("encoder.embed.conv.0.weight", "encoder.embed.out.0.weight",
+                 "encoder.encoders.0.self_attn.linear_q.weight",
+                 "encoder.encoders.0.self_attn.linear_pos.weight",
+                 "encoder.encoders.0.self_attn.pos_bias_u",
+                 "encoder.encoders.0.self_attn.pos_bias_v",
+                 "encoder.encoders.0.feed_forward_macaron.w_1.weight",
+                 "encoder.encoders.0.conv_module.depthwise_conv.weight",
+                 "encoder.encoders.0.conv_module.norm.running_mean",
+                 "encoder.encoders.0.norm_final.weight", "encoder.after_norm.weight",
+                 "decoder.left_decoder.embed.0.weight",
+                 "decoder.left_decoder.decoders.0.src_attn.linear_k.weight",
+                 "decoder.right_decoder.output_layer.weight", "ctc.ctc_lo.weight"):
+        assert name in keys, name
+    # the positional table is rebuilt, not stored
+    assert not any(k.endswith(".pe") for k in keys)
+
+
+def test_init_model_rejects_unknown_option():
+    cfg = _tiny_config()
+    cfg["encoder_conf"] = dict(cfg["encoder_conf"], num_block=3)
+    with pytest.raises(ValueError, match="num_block"):
+        init_model(cfg)
+
+
+def test_too_short_input_is_a_clear_error():
+    enc = TransformerEncoder(20, output_size=16, attention_heads=2, linear_units=16,
+                             num_blocks=1)
+    with pytest.raises(ValueError, match="6 frames is shorter than the 7"):
+        enc(torch.randn(1, 6, 20), torch.tensor([6]))

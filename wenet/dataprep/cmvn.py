@@ -1,0 +1,216 @@
+"""Global CMVN statistics: accumulate, save, load (GUIDE §2 ``global_cmvn``).
+
+The file is one line of JSON, ``{"mean_stat": [D sums], "var_stat": [D sums of
+squares], "frame_num": N}``, as WeNet 2.x writes it. Sums are accumulated in
+float64 so the result does not depend on how utterances are split between
+worker processes.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from wenet.dataset.audio import AudioError, cut_audio, decode_audio, read_audio_bytes, resample, to_mono
+from wenet.dataprep.data_list import Utterance, group_by_recording
+from wenet.dataset.fbank import compute_fbank
+from wenet.utils.file_utils import atomic_write_text
+
+# Floor for the variance before taking 1/sqrt, so a constant feature dimension
+# gives a large but finite inverse std instead of inf (WeNet uses the same floor).
+VARIANCE_FLOOR = 1.0e-20
+
+
+@dataclass
+class CmvnStats:
+    """Running sums of features and of their squares over frames."""
+
+    dim: int
+    mean_stat: np.ndarray = field(default=None)  # type: ignore[assignment]
+    var_stat: np.ndarray = field(default=None)  # type: ignore[assignment]
+    frame_num: int = 0
+
+    def __post_init__(self) -> None:
+        if self.mean_stat is None:
+            self.mean_stat = np.zeros(self.dim, dtype=np.float64)
+        if self.var_stat is None:
+            self.var_stat = np.zeros(self.dim, dtype=np.float64)
+
+    def accumulate(self, feats: torch.Tensor) -> None:
+        """Add the frames of a (T, D) feature matrix."""
+        if feats.dim() != 2 or feats.shape[1] != self.dim:
+            raise ValueError(f"expected features of shape (T, {self.dim}), got {tuple(feats.shape)}")
+        x = feats.detach().to(torch.float64).cpu().numpy()
+        self.mean_stat += x.sum(axis=0)
+        self.var_stat += np.square(x).sum(axis=0)
+        self.frame_num += x.shape[0]
+
+    def merge(self, other: "CmvnStats") -> None:
+        """Add another accumulator's sums into this one."""
+        if other.dim != self.dim:
+            raise ValueError(f"cannot merge CMVN stats of dim {other.dim} into dim {self.dim}")
+        self.mean_stat += other.mean_stat
+        self.var_stat += other.var_stat
+        self.frame_num += other.frame_num
+
+    def to_json(self) -> str:
+        """The one-line JSON text of the ``global_cmvn`` file (with a final newline)."""
+        return json.dumps({"mean_stat": [float(v) for v in self.mean_stat],
+                           "var_stat": [float(v) for v in self.var_stat],
+                           "frame_num": int(self.frame_num)}) + "\n"
+
+
+def save_cmvn(stats: CmvnStats, path: str) -> None:
+    """Write ``stats`` to ``path`` atomically (a reader never sees half a file)."""
+    if stats.frame_num <= 0:
+        raise ValueError(f"refusing to write {path}: CMVN statistics cover no frames")
+    atomic_write_text(path, stats.to_json())
+    logging.info("wrote %s: %d frames, dim %d", path, stats.frame_num, stats.dim)
+
+
+def read_cmvn_stats(path: str) -> CmvnStats:
+    """Parse a ``global_cmvn`` file back into sums; errors name the file."""
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            obj = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not a readable global_cmvn JSON file: {e}") from e
+    try:
+        mean_stat = np.asarray(obj["mean_stat"], dtype=np.float64)
+        var_stat = np.asarray(obj["var_stat"], dtype=np.float64)
+        frame_num = int(obj["frame_num"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{path}: global_cmvn needs mean_stat, var_stat and frame_num: {e}") from e
+    if mean_stat.ndim != 1 or mean_stat.shape != var_stat.shape:
+        raise ValueError(f"{path}: mean_stat and var_stat must be lists of equal length")
+    if frame_num <= 0:
+        raise ValueError(f"{path}: frame_num must be positive, got {frame_num}")
+    return CmvnStats(dim=mean_stat.shape[0], mean_stat=mean_stat, var_stat=var_stat,
+                     frame_num=frame_num)
+
+
+def stats_to_mean_istd(stats: CmvnStats) -> Tuple[np.ndarray, np.ndarray]:
+    """Sums → (mean, inverse std), float32 arrays of shape (D,)."""
+    mean = stats.mean_stat / stats.frame_num
+    variance = stats.var_stat / stats.frame_num - np.square(mean)
+    variance = np.maximum(variance, VARIANCE_FLOOR)
+    istd = 1.0 / np.sqrt(variance)
+    return mean.astype(np.float32), istd.astype(np.float32)
+
+
+def load_cmvn(path: str) -> Tuple[np.ndarray, np.ndarray]:
+    """``global_cmvn`` file → (mean, istd) float32 arrays for a GlobalCMVN layer.
+
+    Normalised features are ``(x - mean) * istd``.
+    """
+    return stats_to_mean_istd(read_cmvn_stats(path))
+
+
+
+@dataclass(frozen=True)
+class FeatureConf:
+    """The feature options CMVN must share with training (dither is always 0 here)."""
+
+    num_mel_bins: int = 80
+    frame_length: float = 25.0
+    frame_shift: float = 10.0
+    resample_rate: Optional[int] = None
+
+
+def feature_conf_from_config(configs: Dict[str, Any], name: str = "<config>") -> FeatureConf:
+    """Read ``dataset_conf.fbank_conf`` and ``dataset_conf.resample_conf`` of a training yaml."""
+    dataset_conf = configs.get("dataset_conf") or {}
+    fbank_conf = dataset_conf.get("fbank_conf")
+    if fbank_conf is None:
+        logging.warning("%s has no dataset_conf.fbank_conf; using 80 bins, 25 ms / 10 ms", name)
+        fbank_conf = {}
+    resample_conf = dataset_conf.get("resample_conf") or {}
+    rate = resample_conf.get("resample_rate")
+    return FeatureConf(num_mel_bins=int(fbank_conf.get("num_mel_bins", 80)),
+                       frame_length=float(fbank_conf.get("frame_length", 25.0)),
+                       frame_shift=float(fbank_conf.get("frame_shift", 10.0)),
+                       resample_rate=int(rate) if rate else None)
+
+
+def utterance_features(wav: torch.Tensor, rate: int, conf: FeatureConf) -> torch.Tensor:
+    """(channels, samples) audio → (T, D) fbank: mono, resampled when asked, no dither."""
+    wav = to_mono(wav)
+    if conf.resample_rate and conf.resample_rate != rate:
+        wav = resample(wav, rate, conf.resample_rate)
+        rate = conf.resample_rate
+    return compute_fbank(wav, rate, num_mel_bins=conf.num_mel_bins,
+                         frame_length=conf.frame_length, frame_shift=conf.frame_shift, dither=0.0)
+
+
+_Task = Tuple[str, List[Utterance], FeatureConf]
+_Result = Tuple[CmvnStats, List[Tuple[str, str]]]
+
+
+def _recording_stats(task: _Task) -> _Result:
+    """Stats of every utterance cut from one audio source (decoded once), plus failures."""
+    spec, utts, conf = task
+    stats = CmvnStats(conf.num_mel_bins)
+    failed: List[Tuple[str, str]] = []
+    try:
+        wav, rate = decode_audio(read_audio_bytes(spec), spec)
+    except AudioError as e:
+        return stats, [(u.key, str(e)) for u in utts]
+    for utt in utts:
+        piece = cut_audio(wav, rate, utt.start, utt.end) if utt.is_segment else wav
+        try:
+            feats = utterance_features(piece, rate, conf)
+        except (RuntimeError, ValueError) as e:  # e.g. a segment shorter than one frame
+            failed.append((utt.key, f"no features from {spec}: {e}"))
+            continue
+        if feats.shape[0] == 0:
+            failed.append((utt.key, f"no frames in {spec} [{utt.start}, {utt.end})"))
+            continue
+        stats.accumulate(feats)
+    return stats, failed
+
+
+def _init_worker() -> None:
+    torch.set_num_threads(1)
+
+
+def compute_cmvn_stats(utts: List[Utterance], conf: FeatureConf,
+                       num_workers: int = 1) -> Tuple[CmvnStats, int]:
+    """Sum fbank features of ``utts`` over ``num_workers`` processes → (stats, failures).
+
+    Work is split by recording and merged in input order, so the sums are the
+    same (to float64 rounding of the per-recording partial sums, which are
+    computed identically everywhere) for any number of workers. Unreadable audio
+    is logged by utterance and counted, not fatal.
+    """
+    tasks: List[_Task] = [(spec, run, conf) for spec, run in group_by_recording(utts)]
+    total = CmvnStats(conf.num_mel_bins)
+    num_failed = 0
+    bar = tqdm(total=len(utts), desc="cmvn", unit="utt")
+    if num_workers <= 1:
+        results = map(_recording_stats, tasks)
+        pool = None
+    else:
+        pool = multiprocessing.get_context("fork").Pool(num_workers, initializer=_init_worker)
+        results = pool.imap(_recording_stats, tasks, chunksize=max(1, min(16, len(tasks) // (8 * num_workers))))
+    try:
+        for (stats, failed), (_, run, _) in zip(results, tasks):
+            total.merge(stats)
+            for key, why in failed:
+                logging.warning("skipping utterance %s: %s", key, why)
+            num_failed += len(failed)
+            bar.update(len(run))
+    finally:
+        bar.close()
+        if pool is not None:  # every result is in (or we are failing): stop the workers
+            pool.terminate()
+            pool.join()
+    if num_failed:
+        logging.warning("%d of %d utterances skipped (unreadable audio or no frames)",
+                        num_failed, len(utts))
+    return total, num_failed

@@ -1,0 +1,217 @@
+"""Tar shards for WeNet's ``shard`` data type (run.sh stage 3).
+
+Each shard is an uncompressed tar in which every utterance is two consecutive
+members, ``<key>.txt`` (UTF-8 transcript) then ``<key>.<ext>`` (audio), the
+layout WeNet 2.x's tools/make_shard_list.py writes and its data pipeline reads.
+As there, the audio file's bytes are stored unchanged, named by the file's
+extension, unless the utterance is a segment of a longer recording or must be
+resampled: then the cut is re-encoded as 16-bit WAV (``<key>.wav``).
+
+Unlike WeNet, every shard is written to a temporary name, fsynced and renamed,
+and ``data.list`` is written (atomically) only after all shards are in place,
+so a killed run never leaves a truncated shard under a listed name. Members
+carry fixed metadata (mtime 0, mode 0644), so a rerun gives identical files.
+"""
+from __future__ import annotations
+
+import glob
+import io
+import logging
+import multiprocessing
+import os
+import tarfile
+from typing import List, Optional, Tuple
+
+import numpy as np
+import soundfile as sf
+import torch
+from tqdm import tqdm
+
+from wenet.dataset.audio import AudioError, cut_audio, decode_audio, read_audio_bytes, resample
+from wenet.dataprep.data_list import Utterance
+from wenet.utils.file_utils import atomic_write_text
+
+# Audio member suffixes WeNet's shard reader accepts.
+AUDIO_FORMATS = frozenset(["flac", "mp3", "m4a", "ogg", "opus", "wav", "wma"])
+# soundfile's container names → member suffix, for audio whose path says nothing (pipes).
+_SF_FORMATS = {"WAV": "wav", "WAVEX": "wav", "FLAC": "flac", "OGG": "ogg", "MP3": "mp3"}
+
+_Failure = Tuple[str, str]  # (utterance key, reason)
+
+
+def shard_name(prefix: str, index: int) -> str:
+    """File name of shard ``index``: ``<prefix>_000000000.tar`` (WeNet's numbering)."""
+    return f"{prefix}_{index:09d}.tar"
+
+
+def _add_member(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mtime = 0
+    info.mode = 0o644
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _extension(spec: str, data: bytes, fmt: str) -> str:
+    """Member suffix: the path's own audio extension (as WeNet), else the detected container."""
+    if not spec.rstrip().endswith("|"):
+        ext = os.path.splitext(spec.strip())[1][1:].lower()
+        if ext in AUDIO_FORMATS:
+            return ext
+    if fmt not in _SF_FORMATS:
+        raise AudioError(f"audio of {spec} is in container {fmt}, which shards do not store")
+    return _SF_FORMATS[fmt]
+
+
+def encode_wav16(wav: torch.Tensor, rate: int) -> bytes:
+    """(channels, samples) float audio in [-1, 1] → 16-bit PCM WAV bytes.
+
+    Samples that came from 16-bit audio are restored exactly (x * 32768 is an integer).
+    """
+    pcm = np.clip(np.round(wav.numpy().T * 32768.0), -32768, 32767).astype(np.int16)
+    buf = io.BytesIO()
+    sf.write(buf, pcm, rate, format="WAV", subtype="PCM_16")
+    return buf.getvalue()
+
+
+class _RecordingCache:
+    """The last decoded recording, so consecutive segments of one file decode it once."""
+
+    def __init__(self) -> None:
+        self.spec: Optional[str] = None
+        self.audio: Optional[Tuple[torch.Tensor, int]] = None
+
+    def get(self, spec: str, data: bytes) -> Tuple[torch.Tensor, int]:
+        if spec != self.spec:
+            self.spec, self.audio = None, None
+            self.audio = decode_audio(data, spec)
+            self.spec = spec
+        assert self.audio is not None
+        return self.audio
+
+
+def utterance_audio(utt: Utterance, resample_rate: Optional[int],
+                    cache: _RecordingCache) -> Tuple[str, bytes]:
+    """(member suffix, bytes) of one utterance's audio; raises AudioError if unreadable."""
+    data = read_audio_bytes(utt.wav)
+    try:
+        info = sf.info(io.BytesIO(data))
+    except Exception as e:  # soundfile raises several types for bad data
+        raise AudioError(f"cannot read audio header of {utt.wav}: {e}") from e
+    needs_resample = bool(resample_rate) and info.samplerate != resample_rate
+    if not utt.is_segment and not needs_resample:
+        return _extension(utt.wav, data, info.format), data
+    wav, rate = cache.get(utt.wav, data)
+    if utt.is_segment:
+        wav = cut_audio(wav, rate, utt.start, utt.end)
+        if wav.shape[1] == 0:
+            raise AudioError(f"segment [{utt.start}, {utt.end}) of {utt.wav} is empty")
+    if needs_resample:
+        wav = resample(wav, rate, int(resample_rate))
+        rate = int(resample_rate)
+    return "wav", encode_wav16(wav, rate)
+
+
+def write_shard(utts: List[Utterance], path: str,
+                resample_rate: Optional[int] = None) -> Tuple[int, List[_Failure]]:
+    """Write one shard atomically → (utterances written, skipped (key, reason) pairs).
+
+    Nothing is left at ``path`` unless the whole shard was written; a shard whose
+    utterances all fail is not created.
+    """
+    tmp = f"{path}.tmp.{os.getpid()}"
+    cache = _RecordingCache()
+    failures: List[_Failure] = []
+    written = 0
+    try:
+        with open(tmp, "wb") as f:
+            with tarfile.open(fileobj=f, mode="w") as tar:
+                for utt in utts:
+                    try:
+                        ext, audio = utterance_audio(utt, resample_rate, cache)
+                    except AudioError as e:
+                        failures.append((utt.key, str(e)))
+                        continue
+                    _add_member(tar, f"{utt.key}.txt", (utt.txt or "").encode("utf-8"))
+                    _add_member(tar, f"{utt.key}.{ext}", audio)
+                    written += 1
+            f.flush()
+            os.fsync(f.fileno())
+        if written:
+            os.replace(tmp, path)
+        else:
+            os.remove(tmp)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return written, failures
+
+
+def _write_task(task: Tuple[List[Utterance], str, Optional[int]]) -> Tuple[str, int, List[_Failure]]:
+    utts, path, rate = task
+    written, failures = write_shard(utts, path, rate)
+    return path, written, failures
+
+
+def _init_worker() -> None:
+    torch.set_num_threads(1)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def make_shards(utts: List[Utterance], shards_dir: str, data_list: str, num_utts_per_shard: int,
+                num_workers: int = 1, resample_rate: Optional[int] = None,
+                prefix: str = "shards") -> List[str]:
+    """Write ``utts`` as shards of ``num_utts_per_shard`` and then ``data.list``; → shard paths.
+
+    Shards are written by ``num_workers`` processes. Unreadable audio is skipped
+    with a warning naming the utterance, and counted. Temporary files left by an
+    earlier killed run are removed first.
+    """
+    if num_utts_per_shard <= 0:
+        raise ValueError(f"num_utts_per_shard must be positive, got {num_utts_per_shard}")
+    os.makedirs(shards_dir, exist_ok=True)
+    for stale in glob.glob(os.path.join(glob.escape(shards_dir), f"{glob.escape(prefix)}_*.tar.tmp.*")):
+        logging.warning("removing %s, left by an interrupted run", stale)
+        os.remove(stale)
+    tasks = [(utts[i:i + num_utts_per_shard],
+              os.path.join(shards_dir, shard_name(prefix, i // num_utts_per_shard)), resample_rate)
+             for i in range(0, len(utts), num_utts_per_shard)]
+    listed: List[str] = []
+    num_failed = 0
+    bar = tqdm(total=len(tasks), desc=os.path.basename(os.path.normpath(shards_dir)), unit="shard")
+    pool = None
+    if num_workers > 1 and len(tasks) > 1:
+        pool = multiprocessing.get_context("fork").Pool(min(num_workers, len(tasks)),
+                                                        initializer=_init_worker)
+        results = pool.imap(_write_task, tasks)
+    else:
+        results = map(_write_task, tasks)
+    try:
+        for path, written, failures in results:
+            for key, why in failures:
+                logging.warning("skipping utterance %s: %s", key, why)
+            num_failed += len(failures)
+            if written:
+                listed.append(path)
+            bar.update(1)
+    finally:
+        bar.close()
+        if pool is not None:  # all results are in, or we are failing: stop the workers
+            pool.terminate()
+            pool.join()
+    if num_failed:
+        logging.warning("%d of %d utterances skipped (unreadable audio)", num_failed, len(utts))
+    if not listed:
+        raise RuntimeError(f"no shard written to {shards_dir}: all {len(utts)} utterances failed")
+    _fsync_dir(shards_dir)
+    atomic_write_text(data_list, "".join(p + "\n" for p in listed))
+    logging.info("wrote %d shards (%d utterances) and %s", len(listed), len(utts) - num_failed, data_list)
+    return listed

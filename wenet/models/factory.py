@@ -1,0 +1,144 @@
+"""The model factory: a training config (the yaml plus input/output sizes) -> a model.
+
+One registry per component kind (encoders, decoders, predictors). A new encoder is
+a class in its own package and one entry in ``ENCODERS``; the component packages
+never import this module.
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import Any, Dict, Optional
+
+import torch
+import yaml
+
+from wenet.dataprep.cmvn import load_cmvn
+from wenet.transducer.joint import TransducerJoint
+from wenet.transducer.predictor import PREDICTORS
+from wenet.transducer.transducer_model import TransducerModel
+from wenet.transformer.asr_model import ASRModel
+from wenet.transformer.cmvn import GlobalCMVN
+from wenet.transformer.ctc import CTC
+from wenet.transformer.decoder import BiTransformerDecoder, TransformerDecoder
+from wenet.transformer.encoder import ConformerEncoder, TransformerEncoder
+
+ENCODERS = {"conformer": ConformerEncoder, "transformer": TransformerEncoder}
+DECODERS = {"transformer": TransformerDecoder, "bitransformer": BiTransformerDecoder}
+
+
+def checked_kwargs(cls: type, conf: Optional[Dict[str, Any]], section: str) -> Dict[str, Any]:
+    """``conf`` as keyword arguments of ``cls``; an unknown key is an error naming it."""
+    conf = dict(conf or {})
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    unknown = sorted(set(conf) - accepted)
+    if unknown:
+        raise ValueError(f"{section}: unknown option(s) {unknown} for {cls.__name__}")
+    return conf
+
+
+def _pick(registry: Dict[str, type], name: str, what: str) -> type:
+    if name not in registry:
+        raise ValueError(f"unknown {what} '{name}' (one of {sorted(registry)})")
+    return registry[name]
+
+
+def is_transducer_config(configs: Dict[str, Any]) -> bool:
+    """Whether a training config describes a transducer (``model: transducer`` or a
+    ``predictor`` / ``joint_conf`` section)."""
+    return (configs.get("model") == "transducer" or "predictor" in configs
+            or "predictor_conf" in configs or "joint_conf" in configs)
+
+
+def _global_cmvn(configs: Dict[str, Any], input_dim: int) -> Optional[GlobalCMVN]:
+    cmvn_file = configs.get("cmvn_file")
+    if cmvn_file is None:
+        return None
+    mean, istd = load_cmvn(cmvn_file)
+    if mean.shape[0] != input_dim:
+        raise ValueError(f"{cmvn_file}: CMVN dimension {mean.shape[0]} differs from "
+                         f"input_dim {input_dim}")
+    return GlobalCMVN(torch.from_numpy(mean).float(), torch.from_numpy(istd).float())
+
+
+def _attention_decoder(configs: Dict[str, Any], vocab_size: int,
+                       encoder_dim: int) -> torch.nn.Module:
+    decoder_cls = _pick(DECODERS, configs.get("decoder", "bitransformer"), "decoder")
+    return decoder_cls(vocab_size, encoder_dim, **checked_kwargs(
+        decoder_cls, configs.get("decoder_conf"), "decoder_conf"))
+
+
+def init_model(configs: Dict[str, Any]) -> ASRModel:
+    """ASRModel for ``configs``: the training yaml (encoder, encoder_conf, decoder,
+    decoder_conf, model_conf) plus ``input_dim`` (feature size), ``output_dim``
+    (vocabulary size, sos/eos last) and ``cmvn_file`` (global_cmvn path or None).
+    A TransducerModel (a subclass) when ``is_transducer_config(configs)``.
+    """
+    for key in ("input_dim", "output_dim"):
+        if key not in configs:
+            raise ValueError(f"config lacks '{key}' (set it from the features / units.txt)")
+    input_dim = int(configs["input_dim"])
+    vocab_size = int(configs["output_dim"])
+    encoder_type = configs.get("encoder", "conformer")
+    encoder_cls = _pick(ENCODERS, encoder_type, "encoder")
+    encoder = encoder_cls(input_dim, global_cmvn=_global_cmvn(configs, input_dim),
+                          **checked_kwargs(encoder_cls, configs.get("encoder_conf"),
+                                           "encoder_conf"))
+    if is_transducer_config(configs):
+        return build_transducer(configs, encoder, vocab_size)
+    decoder = _attention_decoder(configs, vocab_size, encoder.output_size())
+    ctc = CTC(vocab_size, encoder.output_size())
+    model = ASRModel(vocab_size=vocab_size, encoder=encoder, decoder=decoder, ctc=ctc,
+                     **checked_kwargs(ASRModel, configs.get("model_conf"), "model_conf"))
+    num_params = sum(p.numel() for p in model.parameters())
+    logging.info("model: %s encoder, %s decoder, %.2f M parameters",
+                 encoder_type, configs.get("decoder", "bitransformer"), num_params / 1e6)
+    return model
+
+
+def build_transducer(configs: Dict[str, Any], encoder: torch.nn.Module,
+                     vocab_size: int) -> TransducerModel:
+    """TransducerModel for ``configs`` around an already built ``encoder`` (see init_model)."""
+    model_conf = dict(configs.get("model_conf") or {})
+    checked_kwargs(TransducerModel, model_conf, "model_conf")
+    predictor_type = configs.get("predictor", "stateless")
+    predictor_cls = _pick(PREDICTORS, predictor_type, "predictor")
+    predictor = predictor_cls(vocab_size, **checked_kwargs(
+        predictor_cls, configs.get("predictor_conf"), "predictor_conf"))
+    num_outputs = vocab_size + len(model_conf.get("big_blank_durations") or ())
+    joint = TransducerJoint(num_outputs, encoder.output_size(), predictor.output_size(),
+                            **checked_kwargs(TransducerJoint, configs.get("joint_conf"),
+                                             "joint_conf"))
+    ctc = CTC(vocab_size, encoder.output_size()) \
+        if model_conf.get("ctc_weight", 0.0) > 0 else None
+    decoder = None
+    if model_conf.get("attention_weight", 0.0) > 0:
+        decoder = _attention_decoder(configs, vocab_size, encoder.output_size())
+    model = TransducerModel(vocab_size, encoder, predictor, joint, ctc=ctc, decoder=decoder,
+                            **model_conf)
+    logging.info("transducer: %s predictor, ctc %s, attention decoder %s, %.2f M parameters",
+                 predictor_type, ctc is not None, decoder is not None,
+                 sum(p.numel() for p in model.parameters()) / 1e6)
+    return model
+
+
+def load_trained_model(config_path: str, checkpoint: Optional[str],
+                       device: str | torch.device = "cpu") -> ASRModel:
+    """The model described by an experiment's ``train.yaml`` with ``checkpoint``'s
+    weights (strict), in eval mode: what recognition and export start from."""
+    with open(config_path, "r", encoding="utf-8") as f:
+        configs = yaml.safe_load(f)
+    return load_model(configs, checkpoint, device)
+
+
+def load_model(configs: Dict[str, Any], checkpoint: Optional[str],
+               device: str | torch.device = "cpu") -> ASRModel:
+    """``init_model(configs)`` with ``checkpoint``'s weights (strict), in eval mode."""
+    model = init_model(configs)
+    if checkpoint:
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+        model.load_state_dict(state)
+        logging.info("loaded %s", checkpoint)
+    else:
+        logging.warning("no checkpoint given: the model is RANDOMLY INITIALISED")
+    return model.to(device).eval()

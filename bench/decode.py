@@ -25,6 +25,7 @@ import yaml
 
 from wenet.bin.recognize import decoding_dataset_conf, load_model
 from wenet.dataset.dataset import Dataset
+from wenet.dataset.fbank import FeatureConf
 from wenet.decode.search import DECODE_MODES, decode_batch
 from wenet.utils.file_utils import read_symbol_table
 
@@ -53,16 +54,15 @@ def main() -> None:
     with open(args.config, "r", encoding="utf-8") as f:
         configs = yaml.safe_load(f)
     symbols = read_symbol_table(args.dict)
-    configs.setdefault("input_dim", configs.get("dataset_conf", {}).get(
-        "fbank_conf", {}).get("num_mel_bins", 80))
+    features = FeatureConf.from_config(configs)
+    configs.setdefault("input_dim", features.num_mel_bins)
     configs.setdefault("output_dim", len(symbols))
     configs.setdefault("cmvn_file", None)
     if not args.checkpoint:
         logging.warning("no --checkpoint: timing a randomly initialised model from %s",
                         args.config)
     model = load_model(configs, args.checkpoint, torch.device("cpu"))
-    frame_shift = float(configs.get("dataset_conf", {}).get("fbank_conf", {})
-                        .get("frame_shift", 10.0)) / 1000.0
+    frame_shift = features.frame_shift / 1000.0
     bpe = args.bpe_model if os.path.exists(args.bpe_model) else None
     rows: List[str] = []
     for bs in [int(b) for b in args.batch_sizes.split()]:

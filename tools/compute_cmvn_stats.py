@@ -17,7 +17,8 @@ from typing import List, Optional
 import torch
 import yaml
 
-from wenet.dataprep.cmvn import compute_cmvn_stats, feature_conf_from_config, save_cmvn
+from wenet.dataprep.cmvn import compute_cmvn_stats, save_cmvn
+from wenet.dataset.fbank import FeatureConf
 from wenet.dataprep.data_list import read_utterances
 
 
@@ -41,7 +42,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     with open(args.train_config, "r", encoding="utf-8") as f:
         configs = yaml.safe_load(f) or {}
-    conf = feature_conf_from_config(configs, args.train_config)
+    conf = FeatureConf.from_config(configs, args.train_config)
     segments = args.segments
     if segments is None:
         beside = os.path.join(os.path.dirname(args.in_scp), "segments")

@@ -34,6 +34,7 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from wenet.dataset.dataset import Dataset
+from wenet.dataset.fbank import FeatureConf
 from wenet.decode.transducer_search import TRANSDUCER_MODES, decode_transducer
 from wenet.decode.search import DECODE_MODES, decode_batch, tokens_to_text
 from wenet.utils.file_utils import atomic_write_text, read_symbol_table
@@ -145,7 +146,7 @@ def recognize(args: argparse.Namespace) -> Dict[str, Any]:
     symbols = read_symbol_table(args.dict)
     char_dict = {i: t for t, i in symbols.items()}
     conf = decoding_dataset_conf(configs.get("dataset_conf", {}), args.batch_size)
-    frame_shift_ms = float(conf.get("fbank_conf", {}).get("frame_shift", 10.0))
+    frame_shift_ms = FeatureConf.from_dataset_conf(conf).frame_shift
     dataset = Dataset(args.data_type, args.test_data, symbols, conf, args.bpe_model,
                       partition=False, training=False)
     loader = DataLoader(dataset, batch_size=None, num_workers=args.num_workers)

@@ -11,7 +11,7 @@ import json
 import logging
 import multiprocessing
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import List, Tuple
 
 import numpy as np
 import torch
@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from wenet.dataset.audio import AudioError, cut_audio, decode_audio, read_audio_bytes, resample, to_mono
 from wenet.dataprep.data_list import Utterance, group_by_recording
-from wenet.dataset.fbank import compute_fbank
+from wenet.dataset.fbank import FeatureConf, compute_fbank
 from wenet.utils.file_utils import atomic_write_text
 
 # Floor for the variance before taking 1/sqrt, so a constant feature dimension
@@ -112,40 +112,13 @@ def load_cmvn(path: str) -> Tuple[np.ndarray, np.ndarray]:
     return stats_to_mean_istd(read_cmvn_stats(path))
 
 
-
-@dataclass(frozen=True)
-class FeatureConf:
-    """The feature options CMVN must share with training (dither is always 0 here)."""
-
-    num_mel_bins: int = 80
-    frame_length: float = 25.0
-    frame_shift: float = 10.0
-    resample_rate: Optional[int] = None
-
-
-def feature_conf_from_config(configs: Dict[str, Any], name: str = "<config>") -> FeatureConf:
-    """Read ``dataset_conf.fbank_conf`` and ``dataset_conf.resample_conf`` of a training yaml."""
-    dataset_conf = configs.get("dataset_conf") or {}
-    fbank_conf = dataset_conf.get("fbank_conf")
-    if fbank_conf is None:
-        logging.warning("%s has no dataset_conf.fbank_conf; using 80 bins, 25 ms / 10 ms", name)
-        fbank_conf = {}
-    resample_conf = dataset_conf.get("resample_conf") or {}
-    rate = resample_conf.get("resample_rate")
-    return FeatureConf(num_mel_bins=int(fbank_conf.get("num_mel_bins", 80)),
-                       frame_length=float(fbank_conf.get("frame_length", 25.0)),
-                       frame_shift=float(fbank_conf.get("frame_shift", 10.0)),
-                       resample_rate=int(rate) if rate else None)
-
-
 def utterance_features(wav: torch.Tensor, rate: int, conf: FeatureConf) -> torch.Tensor:
     """(channels, samples) audio → (T, D) fbank: mono, resampled when asked, no dither."""
     wav = to_mono(wav)
     if conf.resample_rate and conf.resample_rate != rate:
         wav = resample(wav, rate, conf.resample_rate)
         rate = conf.resample_rate
-    return compute_fbank(wav, rate, num_mel_bins=conf.num_mel_bins,
-                         frame_length=conf.frame_length, frame_shift=conf.frame_shift, dither=0.0)
+    return compute_fbank(wav, rate, **conf.fbank_kwargs(dither=0.0))
 
 
 _Task = Tuple[str, List[Utterance], FeatureConf]

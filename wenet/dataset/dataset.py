@@ -23,6 +23,7 @@ exactly the batches a run had already trained on before it was interrupted.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 from collections import Counter
@@ -33,6 +34,7 @@ import torch.distributed as dist
 from torch.utils.data import IterableDataset, get_worker_info
 
 from wenet.dataset import processor
+from wenet.dataset.fbank import FeatureConf
 from wenet.dataset.stats import PipelineStats
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.utils.file_utils import read_lists
@@ -265,10 +267,10 @@ class Dataset(IterableDataset):
         data = processor.resample_samples(data, stats, **_sub(conf, "resample_conf"))
         if train and conf.get("speed_perturb", False):
             data = processor.speed_perturb(data, rng)
-        fbank_conf = _sub(conf, "fbank_conf")
+        feats = FeatureConf.from_dataset_conf(conf)
         if not train:
-            fbank_conf["dither"] = 0.0
-        return processor.fbank(data, stats, rng, **fbank_conf)
+            feats = dataclasses.replace(feats, dither=0.0)
+        return processor.fbank(data, stats, rng, feats)
 
     def _cached_features(self, items: Iterable[Tuple[str, str]], rng: random.Random,
                          stats: PipelineStats) -> Iterator[dict]:

@@ -2,12 +2,57 @@
 from __future__ import annotations
 
 import functools
-from typing import Tuple
+import logging
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import torch
 import torchaudio.compliance.kaldi as kaldi
 
 _PREEMPHASIS = 0.97  # Kaldi's default preemphasis coefficient
+
+
+@dataclass(frozen=True)
+class FeatureConf:
+    """The feature options of a config: the one reader of ``dataset_conf.fbank_conf``
+    (and ``resample_conf``), so the defaults below are stated once."""
+
+    num_mel_bins: int = 80
+    frame_length: float = 25.0   # ms
+    frame_shift: float = 10.0    # ms
+    dither: float = 0.0
+    resample_rate: Optional[int] = None
+
+    @classmethod
+    def from_dataset_conf(cls, dataset_conf: Optional[Mapping[str, Any]],
+                          name: Optional[str] = None) -> "FeatureConf":
+        """Read ``fbank_conf`` / ``resample_conf`` of a ``dataset_conf`` section; with
+        ``name`` (the config's file name) a missing ``fbank_conf`` is logged."""
+        dataset_conf = dataset_conf or {}
+        fbank_conf = dataset_conf.get("fbank_conf")
+        if fbank_conf is None and name is not None:
+            logging.warning("%s has no dataset_conf.fbank_conf; using %d bins, %g ms / %g ms",
+                            name, cls.num_mel_bins, cls.frame_length, cls.frame_shift)
+        fbank_conf = fbank_conf or {}
+        rate = (dataset_conf.get("resample_conf") or {}).get("resample_rate")
+        return cls(num_mel_bins=int(fbank_conf.get("num_mel_bins", cls.num_mel_bins)),
+                   frame_length=float(fbank_conf.get("frame_length", cls.frame_length)),
+                   frame_shift=float(fbank_conf.get("frame_shift", cls.frame_shift)),
+                   dither=float(fbank_conf.get("dither", cls.dither)),
+                   resample_rate=int(rate) if rate else None)
+
+    @classmethod
+    def from_config(cls, configs: Mapping[str, Any], name: Optional[str] = None) -> "FeatureConf":
+        """The features of a whole training config (its ``dataset_conf``)."""
+        return cls.from_dataset_conf(configs.get("dataset_conf"), name)
+
+    def fbank_kwargs(self, dither: Optional[float] = None) -> Dict[str, Any]:
+        """Keyword arguments of ``compute_fbank`` (``dither`` overrides the configured one)."""
+        kwargs = asdict(self)
+        del kwargs["resample_rate"]
+        if dither is not None:
+            kwargs["dither"] = dither
+        return kwargs
 
 
 @functools.lru_cache(maxsize=32)

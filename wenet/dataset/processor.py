@@ -25,7 +25,7 @@ from wenet.dataset import spec_aug as aug
 from wenet.dataset.stats import PipelineStats
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.dataset.audio import AudioError, decode_audio, load_audio, resample, to_mono
-from wenet.dataset.fbank import compute_fbank
+from wenet.dataset.fbank import FeatureConf, compute_fbank
 
 logger = logging.getLogger(__name__)
 
@@ -260,25 +260,24 @@ def speed_perturb(samples: Iterable[Sample], rng: random.Random,
 
 
 def fbank(samples: Iterable[Sample], stats: PipelineStats, rng: random.Random,
-          num_mel_bins: int = 80, frame_length: float = 25.0, frame_shift: float = 10.0,
-          dither: float = 0.0) -> Iterator[Sample]:
-    """Replace ``wav`` with Kaldi fbank ``feat`` (T, D).
+          conf: FeatureConf) -> Iterator[Sample]:
+    """Replace ``wav`` with Kaldi fbank ``feat`` (T, D) as ``conf`` says.
 
     Dither noise is drawn from a torch generator seeded from ``rng`` (inside a
     forked RNG), so it replays on resume and leaves the trainer's RNG alone.
     """
     for s in samples:
         wav, rate = s.pop("wav"), s["sample_rate"]
-        if wav.size(1) < int(rate * frame_length / 1000):
+        if wav.size(1) < int(rate * conf.frame_length / 1000):
             stats.count("shorter_than_window")
             continue
-        if dither > 0:
+        if conf.dither > 0:
             with torch.random.fork_rng(devices=[]):
                 # the CPU generator only: torch.manual_seed would also queue CUDA seeding
                 torch.default_generator.manual_seed(rng.getrandbits(63))
-                feat = compute_fbank(wav, rate, num_mel_bins, frame_length, frame_shift, dither)
+                feat = compute_fbank(wav, rate, **conf.fbank_kwargs())
         else:
-            feat = compute_fbank(wav, rate, num_mel_bins, frame_length, frame_shift, 0.0)
+            feat = compute_fbank(wav, rate, **conf.fbank_kwargs())
         s["feat"] = feat
         yield s
 

@@ -29,38 +29,16 @@ import numpy as np
 import torch
 import yaml
 
-from wenet.utils.file_utils import atomic_write_text
+from wenet.utils.file_utils import atomic_open, atomic_write_text
 
 RESUME_SUFFIX = ".resume.pt"
 _STEP_RE = re.compile(r"^step_(\d+)$")
 
 
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def atomic_torch_save(obj: Any, path: str) -> None:
-    """``torch.save`` through ``path.tmp.<pid>``, fsync and rename: readers never see half a file."""
-    tmp = f"{path}.tmp.{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    _fsync_dir(path)
+    """``torch.save`` through ``atomic_open``: readers never see half a file."""
+    with atomic_open(path, "wb") as f:
+        torch.save(obj, f)
 
 
 def strip_ddp_prefix(state_dict: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:

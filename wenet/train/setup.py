@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 import yaml
 
+from wenet.dataset.fbank import FeatureConf
 from wenet.train.checkpoint import atomic_torch_save
 from wenet.utils.file_utils import atomic_write_text
 
@@ -48,9 +49,7 @@ class TrainConf:
     def from_configs(cls, configs: Mapping[str, Any]) -> "TrainConf":
         """Read the training keys of a config; missing keys take the defaults above."""
         kwargs = {f.name: configs[f.name] for f in fields(cls) if f.name in configs}
-        fbank = (configs.get("dataset_conf") or {}).get("fbank_conf") or {}
-        if "frame_shift" in fbank:
-            kwargs["frame_shift_ms"] = float(fbank["frame_shift"])
+        kwargs["frame_shift_ms"] = FeatureConf.from_config(configs).frame_shift
         conf = cls(**kwargs)
         if conf.accum_grad < 1 or conf.max_epoch < 1 or conf.log_interval < 1:
             raise ValueError(f"accum_grad, max_epoch and log_interval must be >= 1: {conf}")
@@ -92,8 +91,7 @@ def train_yaml_configs(configs: Dict[str, Any], input_dim: int, output_dim: int,
 
 def input_dim_of(configs: Mapping[str, Any]) -> int:
     """Feature dimension the dataset will produce (fbank ``num_mel_bins``, 80 by default)."""
-    fbank = (configs.get("dataset_conf") or {}).get("fbank_conf") or {}
-    return int(fbank.get("num_mel_bins", 80))
+    return FeatureConf.from_config(configs).num_mel_bins
 
 
 def save_yaml(configs: Mapping[str, Any], path: str) -> None:

@@ -1,12 +1,15 @@
-"""Readers for the Kaldi/WeNet text formats (GUIDE §2).
+"""Readers for the Kaldi/WeNet text formats, and the one way to write a file atomically.
 
 Every reader raises ``ValueError`` naming the file and line at fault, so a bad
 data directory is reported where it is, not as a crash far downstream.
 """
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Dict, List, Tuple
+from typing import IO, Dict, Iterator, List, Tuple
+
+TMP_MARK = ".tmp."  # temporary files are ``<path>.tmp.<pid>``
 
 
 def _open_text(path: str):
@@ -79,11 +82,44 @@ def read_symbol_table(path: str) -> Dict[str, int]:
     return table
 
 
+def fsync_dir(path: str) -> None:
+    """fsync the directory holding ``path`` so a rename into it survives a crash
+    (best effort: some file systems refuse directory fsync)."""
+    try:
+        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str, mode: str = "w") -> Iterator[IO]:
+    """Open ``<path>.tmp.<pid>`` for writing; on a clean exit flush, fsync and rename it
+    to ``path``; on an exception remove it. Readers never see half a file.
+
+    ``mode`` is ``"w"`` (UTF-8 text) or ``"wb"``.
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_open: mode must be 'w' or 'wb', got {mode!r}")
+    tmp = f"{path}{TMP_MARK}{os.getpid()}"
+    try:
+        with open(tmp, mode, **({"encoding": "utf-8"} if mode == "w" else {})) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    fsync_dir(path)
+
+
 def atomic_write_text(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
+    """Write ``text`` to ``path`` atomically (see ``atomic_open``)."""
+    with atomic_open(path, "w") as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)

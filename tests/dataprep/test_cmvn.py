@@ -1,9 +1,7 @@
 """global_cmvn: tools/compute_cmvn_stats.py against a direct numpy/torchaudio reference."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 
 import numpy as np
 import pytest
@@ -13,26 +11,14 @@ import torchaudio
 import torchaudio.compliance.kaldi as kaldi
 
 from wenet.dataprep.cmvn import load_cmvn
-from tests.common import REPO
+from tests.common import REPO, load_tool
 
 ROOT = REPO
 RATE = 16000
 
 
-@pytest.fixture(autouse=True)
-def _keep_torch_threads():
-    """The tools' main() sets torch to one thread; give the rest of the session its setting back."""
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
-
-
 def _tool():
-    spec = importlib.util.spec_from_file_location(
-        "compute_cmvn_stats", os.path.join(ROOT, "tools", "compute_cmvn_stats.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool("compute_cmvn_stats")
 
 
 def _write_config(path, resample_rate=None):

@@ -1,38 +1,25 @@
 """Stage 3: tools/make_shard_list.py and tools/make_raw_list.py."""
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import os
 import tarfile
 
 import numpy as np
-import pytest
 import soundfile as sf
 import torch
 import torchaudio
 
 import wenet.dataprep.shard_writer as shard_writer
-from tests.common import REPO
+from tests.common import REPO, load_tool
 
 ROOT = REPO
 RATE = 16000
 
 
-@pytest.fixture(autouse=True)
-def _keep_torch_threads():
-    """The tools' main() sets torch to one thread; give the rest of the session its setting back."""
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
-
-
 def _tool(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "tools", f"{name}.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_tool(name)
 
 
 def _noise(seed, n):

@@ -2,7 +2,6 @@
 RESULTS.md, per-mode RTF files from recognize.py and train_loss in the epoch yaml."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import struct
@@ -16,17 +15,14 @@ import yaml
 
 from wenet.eval import png_plot
 from wenet.eval.png_plot import Canvas, Series, encode_png, line_plot, nice_ticks
-from tests.common import REPO
+from tests.common import REPO, load_tool
 
 TOOLS = os.path.join(REPO, "tools")
 
 
 def _tool_main(name: str):
-    """``main`` of tools/<name>.py (tools/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(f"tool_{name}", os.path.join(TOOLS, f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+    """``main`` of tools/<name>.py."""
+    return load_tool(name).main
 
 
 def read_png(data: bytes) -> np.ndarray:

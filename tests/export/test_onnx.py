@@ -39,13 +39,8 @@ RUNTIME_METHODS = ("forward_encoder_chunk", "ctc_activation", "forward_attention
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    """One intra-op thread: the models are tiny, and on busy cores a thread pool
-    of small ops makes these tests 5-10x slower. Restored afterwards."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def _one_thread(one_thread):
+    """Every test here runs tiny models on one thread (see conftest.one_thread)."""
 
 
 def _make_experiment(root, conf_name, **encoder_extra):

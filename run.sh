@@ -95,37 +95,23 @@ stage_done() {
   local now; now=$(date +%s)
   echo "---------------- stage $1 done in $((now - stage_start)) s (total $((now - run_start)) s)"
 }
-# A stage whose code has not landed yet says so and fails: never pretend to have run.
-need() {
-  local f
-  for f in "$@"; do
-    if [ ! -e "${f}" ]; then
-      echo "$0: stage ${current_stage} needs ${f}, which is not implemented yet" >&2
-      exit 2
-    fi
-  done
-}
 run_stage() { [ "${stage}" -le "$1" ] && [ "${stop_stage}" -ge "$1" ]; }
 
 if run_stage 0; then
-  current_stage=0; banner 0 "data preparation (${corpus})"
+  banner 0 "data preparation (${corpus})"
   case "${corpus}" in
     synth)
-      need local/synth_data_prep.sh
       local/synth_data_prep.sh --nj "${nj}" --seed "${seed}" "${data_root}" data ;;
     speechocean762)
-      need local/speechocean762_data_prep.sh
       local/speechocean762_data_prep.sh --download "${download}" "${data_root}" data ;;
     swbd)
-      need local/swbd_stage0.sh
       local/swbd_stage0.sh "${swbd1_dir}" "${eval2000_dir}" data ;;
   esac
   stage_done 0
 fi
 
 if run_stage 1; then
-  current_stage=1; banner 1 "global CMVN"
-  need tools/compute_cmvn_stats.py
+  banner 1 "global CMVN"
   mkdir -p "${feat_dir}"
   for x in "${train_set}" "${dev_set}" ${test_sets}; do
     rm -rf "${feat_dir:?}/${x}"
@@ -137,8 +123,7 @@ if run_stage 1; then
 fi
 
 if run_stage 2; then
-  current_stage=2; banner 2 "BPE model and units (${bpemode}, ${nbpe})"
-  need tools/spm_train tools/spm_encode tools/make_units.sh
+  banner 2 "BPE model and units (${bpemode}, ${nbpe})"
   mkdir -p data/lang_char
   cut -f 2- -d" " "data/${train_set}/text" > "data/lang_char/input_${train_set}.txt"
   extra=()
@@ -152,8 +137,7 @@ if run_stage 2; then
 fi
 
 if run_stage 3; then
-  current_stage=3; banner 3 "data lists (${data_type})"
-  need tools/make_shard_list.py tools/make_raw_list.py
+  banner 3 "data lists (${data_type})"
   for x in "${dev_set}" ${test_sets} "${train_set}"; do
     seg=()
     [ -f "${feat_dir}/${x}/segments" ] && seg=(--segments "${feat_dir}/${x}/segments")
@@ -170,8 +154,7 @@ if run_stage 3; then
 fi
 
 if run_stage 4; then
-  current_stage=4; banner 4 "training (${train_config} -> ${dir})"
-  need wenet/bin/train.py tools/launch_train.sh
+  banner 4 "training (${train_config} -> ${dir})"
   cmvn_opts=()
   "${cmvn}" && cmvn_opts=(--cmvn "${feat_dir}/${train_set}/global_cmvn")
   override_opts=()
@@ -192,8 +175,7 @@ if run_stage 4; then
 fi
 
 if run_stage 5; then
-  current_stage=5; banner 5 "average, recognise (${decode_modes}), score"
-  need wenet/bin/average_model.py wenet/bin/recognize.py tools/compute-wer.py
+  banner 5 "average, recognise (${decode_modes}), score"
   if [ -z "${decode_checkpoint}" ] && "${use_model_avg}"; then
     decode_checkpoint="${dir}/model_avg.pt"  # running average of the newest epoch
     python wenet/bin/average_model.py --dst_model "${decode_checkpoint}" \
@@ -232,8 +214,7 @@ if run_stage 5; then
 fi
 
 if run_stage 6; then
-  current_stage=6; banner 6 "TorchScript export"
-  need wenet/bin/export_jit.py
+  banner 6 "TorchScript export"
   if [ -z "${decode_checkpoint}" ]; then
     if "${use_model_avg}"; then decode_checkpoint="${dir}/model_avg.pt"
     else decode_checkpoint="${dir}/avg_${average_num}.pt"; fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plot training and CV loss per epoch of an experiment as a PNG (no matplotlib needed).
+"""Plot training and CV loss per epoch of an experiment as a PNG (matplotlib, Agg backend).
 
 Reads EXP_DIR/{N}.yaml: ``cv_loss``, and ``train_loss`` (the epoch's mean training
 loss per utterance) when the executor recorded it.
@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import sys
 from typing import List, Optional
 
-from wenet.eval.png_plot import Series, line_plot, write_png
+from wenet.eval.plot import plot_loss_curves
 from wenet.eval.results import loss_curves, read_epoch_infos
 
 
@@ -23,23 +22,21 @@ def main(argv: Optional[List[str]] = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--exp_dir", required=True, help="directory holding {N}.yaml")
     p.add_argument("--out", default=None, help="PNG to write (default EXP_DIR/loss.png)")
-    p.add_argument("--width", type=int, default=640)
-    p.add_argument("--height", type=int, default=400)
+    p.add_argument("--title", default=None, help="plot title (default: EXP_DIR's name)")
+    p.add_argument("--width", type=int, default=640, help="image width in pixels")
+    p.add_argument("--height", type=int, default=400, help="image height in pixels")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     out = args.out or os.path.join(args.exp_dir, "loss.png")
     infos = read_epoch_infos(args.exp_dir)
     if not infos:
         sys.exit(f"{sys.argv[0]}: no epoch checkpoint yaml ({{N}}.yaml) in {args.exp_dir}")
-    curves = loss_curves(infos)
-    series = [Series(name, curves["epoch"], curves[key])
-              for name, key in (("train", "train_loss"), ("cv", "cv_loss"))
-              if any(math.isfinite(v) for v in curves[key])]
-    if not series:
-        sys.exit(f"{sys.argv[0]}: no finite train_loss or cv_loss in {args.exp_dir}/*.yaml")
-    pixels, _ = line_plot(series, args.width, args.height)
-    write_png(out, pixels)
-    logging.info("%d epochs (%s) -> %s", len(infos), ", ".join(s.name for s in series), out)
+    title = args.title or f"{os.path.basename(os.path.normpath(args.exp_dir))}: loss per epoch"
+    try:
+        plot = plot_loss_curves(loss_curves(infos), out, title, args.width, args.height)
+    except ValueError as e:
+        sys.exit(f"{sys.argv[0]}: {e} in {args.exp_dir}/*.yaml")
+    logging.info("%d epochs (%s) -> %s", len(infos), ", ".join(plot.names), out)
 
 
 if __name__ == "__main__":

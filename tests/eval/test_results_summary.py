@@ -1,11 +1,8 @@
-"""Results reporting: the PNG plotter (read back with an independent decoder), the loss plot,
-RESULTS.md, per-mode RTF files from recognize.py and train_loss in the epoch yaml."""
+"""Results reporting: RESULTS.md, per-mode RTF files from recognize.py and train_loss in the
+epoch yaml (the loss plot: test_plot.py)."""
 from __future__ import annotations
 
 import json
-import os
-import struct
-import zlib
 
 import numpy as np
 import pytest
@@ -13,131 +10,13 @@ import soundfile as sf
 import torch
 import yaml
 
-from wenet.eval import png_plot
-from wenet.eval.png_plot import Canvas, Series, encode_png, line_plot, nice_ticks
-from tests.common import REPO, load_tool
-
-TOOLS = os.path.join(REPO, "tools")
+from tests.common import load_tool
+from tests.eval.epochs import write_epochs
 
 
 def _tool_main(name: str):
     """``main`` of tools/<name>.py."""
     return load_tool(name).main
-
-
-def read_png(data: bytes) -> np.ndarray:
-    """Minimal independent PNG reader for 8-bit RGB, filter-0 rows: returns [H, W, 3] uint8."""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, chunks = 8, []
-    while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        tag, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + length]
-        (crc,) = struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])
-        assert crc == zlib.crc32(tag + body) & 0xFFFFFFFF, tag
-        chunks.append((tag, body))
-        pos += 12 + length
-    assert [t for t, _ in chunks][0] == b"IHDR" and chunks[-1] == (b"IEND", b"")
-    w, h, depth, ctype, comp, filt, interlace = struct.unpack(">IIBBBBB", chunks[0][1])
-    assert (depth, ctype, comp, filt, interlace) == (8, 2, 0, 0, 0)
-    raw = zlib.decompress(b"".join(b for t, b in chunks if t == b"IDAT"))
-    assert len(raw) == h * (1 + 3 * w)
-    rows = []
-    for y in range(h):
-        line = raw[y * (1 + 3 * w):(y + 1) * (1 + 3 * w)]
-        assert line[0] == 0, "only filter type 0 expected"
-        rows.append(np.frombuffer(line[1:], dtype=np.uint8).reshape(w, 3))
-    return np.stack(rows)
-
-
-def test_png_round_trip_exact_pixels():
-    img = np.array([[[255, 0, 0], [0, 255, 0], [0, 0, 255]],
-                    [[1, 2, 3], [250, 251, 252], [0, 0, 0]]], dtype=np.uint8)
-    out = read_png(encode_png(img))
-    assert out.shape == (2, 3, 3)
-    assert out.tolist() == img.tolist()
-
-
-def test_bresenham_one_pixel_per_column_at_rounded_y():
-    c = Canvas(8, 4)
-    c.line(0, 0, 6, 2, (0, 0, 0))
-    drawn = {(int(x), int(y)) for y, x in zip(*np.nonzero(c.pixels[:, :, 0] == 0))}
-    # y = x/3 rounded to nearest: the ideal line's pixels
-    assert drawn == {(0, 0), (1, 0), (2, 1), (3, 1), (4, 1), (5, 2), (6, 2)}
-    c2 = Canvas(8, 8)
-    c2.line(6, 2, 0, 0, (0, 0, 0))  # same pixels drawn backwards
-    assert {(int(x), int(y)) for y, x in zip(*np.nonzero(c2.pixels[:, :, 0] == 0))} == drawn
-
-
-def test_font_draws_the_glyph_bitmap():
-    c = Canvas(14, 9)
-    c.text(1, 1, "1.", color=(0, 0, 0))
-    ink = (c.pixels[:, :, 0] == 0).astype(int)
-    expected_one = ["..#..", ".##..", "..#..", "..#..", "..#..", "..#..", ".###."]
-    expected_dot = [".....", ".....", ".....", ".....", ".....", ".##..", ".##.."]
-    for r in range(7):
-        assert "".join(".#"[v] for v in ink[1 + r, 1:6]) == expected_one[r]
-        assert "".join(".#"[v] for v in ink[1 + r, 7:12]) == expected_dot[r]
-    assert ink[0].sum() == 0 and ink[8].sum() == 0 and ink[:, 6].sum() == 0
-    with pytest.raises(ValueError, match="no glyph for 'Q'"):
-        c.text(0, 0, "Q")
-
-
-def test_nice_ticks():
-    assert nice_ticks(0.13, 0.87, 5) == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
-    assert nice_ticks(12, 103, 6) == [0, 20, 40, 60, 80, 100, 120]
-    assert nice_ticks(0, 3, 8, integer=True) == [0, 1, 2, 3]
-    assert nice_ticks(5, 5, 5) == [4.4, 4.6, 4.8, 5.0, 5.2, 5.4, 5.6]  # padded to [4.5, 5.5]
-    assert png_plot.format_tick(0.4, [0.0, 0.2]) == "0.4"
-    assert png_plot.format_tick(40.0, [0, 20]) == "40"
-
-
-def _write_epochs(d, train, cv, minutes):
-    for n, (t, c, m) in enumerate(zip(train, cv, minutes)):
-        info = {"epoch": n, "step": 10 * (n + 1), "lr": 0.001, "cv_loss": c,
-                "save_time": f"2024-05-01 10:{m:02d}:00"}
-        if t is not None:
-            info["train_loss"] = t
-        (d / f"{n}.yaml").write_text(yaml.safe_dump(info))
-
-
-def test_plot_losses_draws_both_curves_where_the_data_says(tmp_path):
-    plot_main = _tool_main("plot_losses")
-    train, cv = [10.0, 6.0, 4.0, 3.0], [13.0, 11.0, 10.0, 9.5]
-    _write_epochs(tmp_path, train, cv, [1, 2, 3, 4])
-    (tmp_path / "step_5.yaml").write_text("junk: 1\n")  # not an epoch file: ignored
-    plot_main(["--exp_dir", str(tmp_path), "--out", str(tmp_path / "loss.png")])
-    img = read_png((tmp_path / "loss.png").read_bytes())
-    assert img.shape == (400, 640, 3)
-    ref, axes = line_plot([Series("train", [0, 1, 2, 3], train), Series("cv", [0, 1, 2, 3], cv)])
-    assert np.array_equal(img, ref)
-    assert axes.y_ticks == [2, 4, 6, 8, 10, 12, 14] and axes.x_ticks == [0, 1, 2, 3]
-    # the mapping itself: y up, ticks 2..14 span the area's rows, epochs inside its columns
-    assert axes.to_pixel(0, 10.0)[1] == axes.top + round(4 / 12 * (axes.height - 1))
-    assert axes.to_pixel(0, 14.0)[1] == axes.top
-    assert axes.left < axes.to_pixel(0, 3)[0] < axes.to_pixel(3, 3)[0] < axes.left + axes.width - 1
-    blue, orange = png_plot.PALETTE[0], png_plot.PALETTE[1]
-    for color, ys in ((blue, train), (orange, cv)):
-        for x, y in enumerate(ys):
-            col, row = axes.to_pixel(x, y)
-            assert tuple(img[row, col]) == color, (x, y)
-        # the segment between epochs 1 and 2 passes through the interpolated row (±2 px)
-        for col in range(axes.to_pixel(1, 0)[0] + 3, axes.to_pixel(2, 0)[0] - 3):
-            x = (col - axes.to_pixel(0, 0)[0]) / (axes.to_pixel(1, 0)[0] - axes.to_pixel(0, 0)[0])
-            row = axes.to_pixel(x, ys[1] + (ys[2] - ys[1]) * (x - 1))[1]
-            assert any(tuple(img[r, col]) == color for r in range(row - 2, row + 3)), col
-    # the lowest y tick (2) is on the bottom edge of the plot area, the frame is black there
-    col, row = axes.to_pixel(1.5, 2)
-    assert row == axes.top + axes.height - 1 and tuple(img[row, col]) == (0, 0, 0)
-
-
-def test_plot_losses_without_train_loss_draws_cv_only(tmp_path):
-    plot_main = _tool_main("plot_losses")
-    _write_epochs(tmp_path, [None, None], [5.0, 4.0], [1, 2])
-    plot_main(["--exp_dir", str(tmp_path)])
-    img = read_png((tmp_path / "loss.png").read_bytes())
-    blue = np.all(img == png_plot.PALETTE[0], axis=-1).sum()
-    orange = np.all(img == png_plot.PALETTE[1], axis=-1).sum()
-    assert blue > 50 and orange == 0  # "cv" is the only series, so it takes the first colour
 
 
 TINY = {
@@ -161,7 +40,7 @@ def exp(tmp_path):
     torch.manual_seed(0)
     model = init_model(TINY)
     torch.save(model.state_dict(), tmp_path / "avg_2.pt")
-    _write_epochs(tmp_path, [9.0, 7.5, 6.0], [8.0, 6.25, 6.5], [10, 25, 40])
+    write_epochs(tmp_path, [9.0, 7.5, 6.0], [8.0, 6.25, 6.5], [10, 25, 40])
     wer = {"ctc_greedy_search": "Overall -> 25.00 % N=40 C=32 S=5 D=3 I=2\n",
            "attention_rescoring": "Overall -> 12.50 % N=40 C=36 S=3 D=1 I=1\n"}
     for mode in MODES:

@@ -29,12 +29,13 @@ from typing import Dict, List
 import torch
 import yaml
 
-from wenet.train.executor import Executor
 from wenet.models import init_model
+from wenet.train.executor import Executor
 from wenet.train.model_average import ModelAverager
+from wenet.train.optim import build_optimizer
+from wenet.train.progress import StepTimes
 from wenet.train.scheduler import build_scheduler
-from wenet.train.setup import (DistInfo, TrainConf, build_optimizer, input_dim_of,
-                                     override_config, seed_everything)
+from wenet.train.setup import DistInfo, TrainConf, input_dim_of, override_config, seed_everything
 
 
 def synthetic_batches(n: int, batch_size: int, frames: int, dim: int, vocab: int,
@@ -99,7 +100,7 @@ def bench_config(path: str, steps: int, batch_size: int, frames: int, vocab: int
             b = bare_step(model, opt, sched, batch, conf.grad_clip)
             if i == 0:  # warm-up
                 ex.train_epoch([batch])
-                ex.times = type(ex.times)()
+                ex.times = StepTimes()
                 continue
             bare.append(b)
             start = time.perf_counter()

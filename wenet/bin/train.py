@@ -16,22 +16,27 @@ import argparse
 import logging
 import os
 import sys
-from typing import List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
 import yaml
 
 from wenet.dataset.dataset import Dataset
+from wenet.models import init_model
+from wenet.train import resume
 from wenet.train.checkpoint import checkpoint_base, load_init_weights
 from wenet.train.executor import Executor
-from wenet.utils.file_utils import read_symbol_table
-from wenet.models import init_model
 from wenet.train.model_average import ModelAverager
+from wenet.train.optim import build_optimizer
 from wenet.train.scheduler import build_scheduler
-from wenet.train.setup import (AMP_DTYPES, DistInfo, TrainConf, amp_dtype_for,
-                                     build_optimizer, init_distributed,
-                                     input_dim_of, override_config, save_yaml, seed_everything,
-                                     shutdown_distributed, train_yaml_configs, under_torchrun)
+from wenet.train.setup import (AMP_DTYPES, DistInfo, TrainConf, amp_dtype_for, init_distributed,
+                               input_dim_of, override_config, save_yaml, seed_everything,
+                               shutdown_distributed, train_yaml_configs, training_device,
+                               under_torchrun)
+from wenet.utils.file_utils import read_symbol_table
+
+LoaderFactories = Tuple[Callable[[int], torch.utils.data.DataLoader],
+                        Callable[[], torch.utils.data.DataLoader]]
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -40,7 +45,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--model_dir", required=True, help="experiment dir for checkpoints and train.yaml")
     p.add_argument("--train_data", required=True, help="train data.list")
     p.add_argument("--cv_data", required=True, help="cv data.list")
-    p.add_argument("--symbol_table", required=True, help="units.txt")
+    p.add_argument("--symbol_table", "--dict", dest="symbol_table", required=True,
+                   help="units.txt, 'token id' per line (WeNet's name; --dict, as in "
+                        "recognize.py, is accepted too)")
     p.add_argument("--data_type", default="shard", choices=["shard", "raw"])
     p.add_argument("--bpe_model", default=None, help="sentencepiece model (none: characters)")
     p.add_argument("--cmvn", default=None, help="global_cmvn JSON")
@@ -52,7 +59,10 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--init_exclude", default="",
                    help="regular expression: tensors of --init_checkpoint not to copy")
     p.add_argument("--tensorboard_dir", default=None, help="default: MODEL_DIR/tensorboard")
-    p.add_argument("--num_workers", type=int, default=0, help="DataLoader worker processes")
+    p.add_argument("--num_workers", type=int, default=0,
+                   help="DataLoader worker processes per training process (WeNet's meaning; "
+                        "0: the data pipeline runs in the training process). Not the number "
+                        "of training processes: that is the launcher's --num_cpu_workers")
     p.add_argument("--prefetch", type=int, default=100, help="batches prefetched per worker")
     p.add_argument("--pin_memory", action="store_true")
     p.add_argument("--use_amp", nargs="?", const="fp16", default="none",
@@ -73,39 +83,26 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _device(args: argparse.Namespace, local_rank: int) -> torch.device:
-    if args.gpu < 0:
-        return torch.device("cpu")
-    if not torch.cuda.is_available():
-        raise RuntimeError(f"--gpu {args.gpu} given but CUDA is not available (use --gpu -1)")
-    if under_torchrun():
-        return torch.device("cuda", local_rank)
-    return torch.device("cuda", 0)  # CUDA_VISIBLE_DEVICES was narrowed to --gpu in main()
-
-
-def main(argv: Optional[List[str]] = None) -> None:
-    args = get_parser().parse_args(argv)
+def init_logging(args: argparse.Namespace) -> None:
+    """Log lines carry the rank (torchrun's, else --ddp.rank)."""
     rank_hint = os.environ.get("RANK", str(args.ddp_rank))
     logging.basicConfig(level=logging.INFO,
                         format=f"%(asctime)s rank{rank_hint} %(levelname)s %(message)s")
+
+
+def init_process_group(args: argparse.Namespace) -> DistInfo:
+    """Narrow CUDA to --gpu (before CUDA starts) and join the DDP group when there is one."""
     if args.gpu >= 0 and not under_torchrun():
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(args.gpu)  # before CUDA is initialised
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(args.gpu)
     backend = args.ddp_dist_backend or ("nccl" if args.gpu >= 0 else "gloo")
-    info = init_distributed(args.ddp_init_method, args.ddp_world_size, args.ddp_rank, backend,
+    return init_distributed(args.ddp_init_method, args.ddp_world_size, args.ddp_rank, backend,
                             args.ddp_timeout)
-    _train(args, info)
-    # only now are _train's locals (the DDP model that holds the group) gone; an
-    # exception skips this, so a failing rank never waits on its peers' barrier
-    if info.distributed:
-        shutdown_distributed()
 
 
-def _train(args: argparse.Namespace, info: DistInfo) -> None:
-    """Everything between joining and leaving the process group."""
-    device = _device(args, info.local_rank)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-
+def init_configs(args: argparse.Namespace, info: DistInfo
+                 ) -> Tuple[Dict[str, Any], TrainConf, Dict[str, int]]:
+    """The config with overrides and the dimensions, its training keys, and the units;
+    rank 0 writes it to MODEL_DIR/train.yaml."""
     with open(args.config, "r", encoding="utf-8") as f:
         configs = override_config(yaml.safe_load(f), args.override_config)
     conf = TrainConf.from_configs(configs)
@@ -115,14 +112,23 @@ def _train(args: argparse.Namespace, info: DistInfo) -> None:
     os.makedirs(args.model_dir, exist_ok=True)
     if info.rank == 0:
         save_yaml(configs, os.path.join(args.model_dir, "train.yaml"))
+    return configs, conf, symbols
 
-    seed_everything(args.seed)
+
+def init_datasets(args: argparse.Namespace, configs: Dict[str, Any], symbols: Dict[str, int]
+                  ) -> Tuple[Dataset, Dataset]:
+    """The training and CV datasets (the training one shuffles and can be positioned)."""
     dataset_conf = configs.get("dataset_conf") or {}
     train_set = Dataset(args.data_type, args.train_data, symbols, dataset_conf, args.bpe_model,
                         training=True, seed=args.seed)
     cv_set = Dataset(args.data_type, args.cv_data, symbols, dataset_conf, args.bpe_model,
                      training=False, seed=args.seed)
+    return train_set, cv_set
 
+
+def init_dataloaders(args: argparse.Namespace, train_set: Dataset, cv_set: Dataset
+                     ) -> LoaderFactories:
+    """Factories of the epoch's training DataLoader and of the CV DataLoader."""
     num_workers = args.num_workers
     if train_set.cache_features and num_workers > 0:
         # workers are started afresh each epoch and would take their cache with them
@@ -138,8 +144,14 @@ def _train(args: argparse.Namespace, info: DistInfo) -> None:
             dataset, batch_size=None, num_workers=num_workers, pin_memory=args.pin_memory,
             generator=torch.Generator().manual_seed(args.seed + epoch), **extra)
 
+    return (lambda epoch: loader(train_set, epoch)), (lambda: loader(cv_set, 0))
+
+
+def init_model_for_training(args: argparse.Namespace, configs: Dict[str, Any],
+                            device: torch.device, info: DistInfo) -> torch.nn.Module:
+    """The model (from --init_checkpoint's weights when given) on ``device``, DDP-wrapped."""
     model = init_model(configs)
-    if args.init_checkpoint:  # a resumed run's own checkpoint replaces these below
+    if args.init_checkpoint:  # a resumed run's own checkpoint replaces these later
         copied, skipped = load_init_weights(model, args.init_checkpoint, args.init_exclude)
         logging.info("initialised %d of %d tensors from %s; not copied: %s", len(copied),
                      len(copied) + len(skipped), args.init_checkpoint,
@@ -148,7 +160,12 @@ def _train(args: argparse.Namespace, info: DistInfo) -> None:
     if info.distributed:
         model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
-    seed_everything(args.seed + info.rank)  # distinct dropout streams per rank
+    return model
+
+
+def init_executor(args: argparse.Namespace, conf: TrainConf, model: torch.nn.Module,
+                  device: torch.device, info: DistInfo, train_set: Dataset) -> Executor:
+    """Optimizer, schedule, mixed precision and model average around ``model``."""
     optimizer = build_optimizer(model.parameters(), conf.optim, conf.optim_conf)
     scheduler = build_scheduler(optimizer, conf.scheduler, conf.scheduler_conf)
     amp_dtype = amp_dtype_for(args.use_amp, device)
@@ -157,25 +174,59 @@ def _train(args: argparse.Namespace, info: DistInfo) -> None:
     scaler = torch.amp.GradScaler(device.type) if amp_dtype is torch.float16 else None
     module = model.module if info.distributed else model
     averager = ModelAverager(module.state_dict(), conf.average_period) if info.rank == 0 else None
-    executor = Executor(model, optimizer, scheduler, conf, device, info, args.model_dir,
-                        scaler=scaler, amp_dtype=amp_dtype, averager=averager, train_set=train_set)
+    return Executor(model, optimizer, scheduler, conf, device, info, args.model_dir,
+                    scaler=scaler, amp_dtype=amp_dtype, averager=averager, train_set=train_set)
+
+
+def init_resume(args: argparse.Namespace, executor: Executor) -> None:
+    """Continue from --checkpoint, else from the newest complete checkpoint of MODEL_DIR."""
     if args.checkpoint:
-        executor.restore(checkpoint_base(args.checkpoint))
-    elif executor.restore_latest() is None:
+        resume.restore(executor, checkpoint_base(args.checkpoint))
+    elif resume.restore_latest(executor) is None:
         logging.info("no checkpoint in %s: %s", args.model_dir,
                      f"starting from {args.init_checkpoint}" if args.init_checkpoint
                      else "starting from scratch")
 
-    if info.rank == 0:
+
+def run_training(args: argparse.Namespace, executor: Executor, loaders: LoaderFactories) -> None:
+    """Train to max_epoch; rank 0 writes tensorboard (from the resumed step on)."""
+    if executor.dist.rank == 0:
         from tensorboardX import SummaryWriter
         executor.writer = SummaryWriter(args.tensorboard_dir or os.path.join(args.model_dir, "tensorboard"),
                                         purge_step=executor.state.step or None)
     try:
-        executor.fit(lambda epoch: loader(train_set, epoch), lambda: loader(cv_set, 0))
+        executor.fit(*loaders)
     finally:
         if executor.writer is not None:
             executor.writer.close()
-    logging.info("training finished: %d epochs, %d updates", conf.max_epoch, executor.state.step)
+    logging.info("training finished: %d epochs, %d updates", executor.conf.max_epoch,
+                 executor.state.step)
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    args = get_parser().parse_args(argv)
+    init_logging(args)
+    info = init_process_group(args)
+    _train(args, info)
+    # only now are _train's locals (the DDP model that holds the group) gone; an
+    # exception skips this, so a failing rank never waits on its peers' barrier
+    if info.distributed:
+        shutdown_distributed()
+
+
+def _train(args: argparse.Namespace, info: DistInfo) -> None:
+    """Everything between joining and leaving the process group, in this order (the RNG
+    draws of dataset, model and dropout depend on it)."""
+    device = training_device(args.gpu, info.local_rank)
+    configs, conf, symbols = init_configs(args, info)
+    seed_everything(args.seed)
+    train_set, cv_set = init_datasets(args, configs, symbols)
+    loaders = init_dataloaders(args, train_set, cv_set)
+    model = init_model_for_training(args, configs, device, info)
+    seed_everything(args.seed + info.rank)  # distinct dropout streams per rank
+    executor = init_executor(args, conf, model, device, info, train_set)
+    init_resume(args, executor)
+    run_training(args, executor, loaders)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Checkpoint files: atomic writes, the WeNet layout, and the exact-resume state.
+"""Checkpoint files: their names, atomic writes, the WeNet layout, and the resume state on disk.
 
 One checkpoint called ``NAME`` (``{epoch}`` at an epoch end, ``step_{S}`` every
 ``save_interval`` updates) is up to four files in the experiment dir::
@@ -9,6 +9,10 @@ One checkpoint called ``NAME`` (``{epoch}`` at an epoch end, ``step_{S}`` every
                     average_model.py globs every ``*.yaml`` but train.yaml and needs cv_loss)
     NAME.resume.pt  optimizer, scheduler, scaler, counters, RNG per rank, data position
 
+``avg_{n}.pt`` is an average of ``n`` epoch checkpoints (wenet/bin/average_model.py).
+This module is the only one that knows these names: everything else lists an
+experiment dir through :func:`parse_checkpoint_name` and :func:`epoch_checkpoints`.
+
 Every file is written to a temporary name, fsync'ed and renamed, and
 ``NAME.resume.pt`` is written last: a checkpoint counts as complete (resumable)
 only when it exists, so a process killed while saving leaves the previous
@@ -17,22 +21,90 @@ checkpoint intact and the half-written one ignored. Everything loads with
 """
 from __future__ import annotations
 
-import glob
 import logging
 import os
-import random
 import re
 import time
+from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-import numpy as np
 import torch
 import yaml
 
 from wenet.utils.file_utils import atomic_open, atomic_write_text
 
+MODEL_SUFFIX = ".pt"
+AVERAGE_SUFFIX = ".avg.pt"
+INFOS_SUFFIX = ".yaml"
 RESUME_SUFFIX = ".resume.pt"
-_STEP_RE = re.compile(r"^step_(\d+)$")
+_SUFFIXES = (RESUME_SUFFIX, AVERAGE_SUFFIX, MODEL_SUFFIX, INFOS_SUFFIX)  # longest match first
+_KINDS = {"": "epoch", "step_": "step", "avg_": "average"}
+_NAME_RE = re.compile(r"^(step_|avg_)?(\d+)(\.resume\.pt|\.avg\.pt|\.pt|\.yaml)$")
+
+
+@dataclass(frozen=True)
+class CheckpointName:
+    """What a file name of the experiment dir says: ``step_40.resume.pt`` is
+    ``CheckpointName("step", 40, ".resume.pt")``."""
+
+    kind: str      # "epoch" ({N}.*), "step" (step_{S}.*) or "average" (avg_{n}.pt)
+    number: int    # N, S or n
+    suffix: str    # one of MODEL_SUFFIX, AVERAGE_SUFFIX, INFOS_SUFFIX, RESUME_SUFFIX
+
+
+def parse_checkpoint_name(name: str) -> Optional[CheckpointName]:
+    """The checkpoint file ``name`` (a base name, no directory) stands for, or None.
+
+    None for every other file of an experiment dir (``train.yaml``, ``init.pt``,
+    ``final.zip``, temporary files) and for ``avg_{n}`` with another suffix than ``.pt``.
+    """
+    m = _NAME_RE.match(name)
+    if m is None:
+        return None
+    kind = _KINDS[m.group(1) or ""]
+    if kind == "average" and m.group(3) != MODEL_SUFFIX:
+        return None
+    return CheckpointName(kind, int(m.group(2)), m.group(3))
+
+
+def _listdir(model_dir: str) -> List[str]:
+    if not os.path.isdir(model_dir):
+        raise FileNotFoundError(f"checkpoint directory {model_dir} does not exist")
+    return os.listdir(model_dir)
+
+
+def checkpoint_files(model_dir: str, kind: str, suffix: str) -> List[Tuple[int, str]]:
+    """(number, path) of the ``kind`` checkpoint files ending in ``suffix``, in numeric order."""
+    found = []
+    for name in _listdir(model_dir):
+        parsed = parse_checkpoint_name(name)
+        if parsed is not None and parsed.kind == kind and parsed.suffix == suffix:
+            found.append((parsed.number, os.path.join(model_dir, name)))
+    return sorted(found)
+
+
+def epoch_checkpoints(model_dir: str, suffix: str = MODEL_SUFFIX) -> List[Tuple[int, str]]:
+    """(epoch, path) of the epoch checkpoints ``{N}.pt`` of ``model_dir``, in epoch order.
+
+    ``suffix=INFOS_SUFFIX`` lists their ``{N}.yaml`` instead (``AVERAGE_SUFFIX``: ``{N}.avg.pt``).
+    Step checkpoints, averages, resume states and other files are left out.
+    """
+    return checkpoint_files(model_dir, "epoch", suffix)
+
+
+def epoch_file(model_dir: str, epoch: int, suffix: str = MODEL_SUFFIX) -> str:
+    """Path of epoch checkpoint ``epoch``'s file with ``suffix`` (``exp/3.pt``, ``exp/3.yaml``...)."""
+    return os.path.join(model_dir, f"{epoch}{suffix}")
+
+
+def epoch_base(model_dir: str, epoch: int) -> str:
+    """Base path (no suffix) of the checkpoint written at the end of ``epoch``."""
+    return os.path.join(model_dir, str(epoch))
+
+
+def step_base(model_dir: str, step: int) -> str:
+    """Base path (no suffix) of the checkpoint written after update ``step``."""
+    return os.path.join(model_dir, f"step_{step}")
 
 
 def atomic_torch_save(obj: Any, path: str) -> None:
@@ -82,7 +154,7 @@ def load_init_weights(model: torch.nn.Module, path: str, exclude: str = ""
 
 def checkpoint_base(path: str) -> str:
     """``exp/3.pt`` or ``exp/3.resume.pt`` → ``exp/3`` (the name shared by a checkpoint's files)."""
-    for suffix in (RESUME_SUFFIX, ".avg.pt", ".pt", ".yaml"):
+    for suffix in _SUFFIXES:
         if path.endswith(suffix):
             return path[: -len(suffix)]
     return path
@@ -98,12 +170,12 @@ def save_checkpoint(base: str, model_state: Mapping[str, torch.Tensor], infos: D
     """
     os.makedirs(os.path.dirname(os.path.abspath(base)), exist_ok=True)
     start = time.time()
-    atomic_torch_save(dict(model_state), f"{base}.pt")
+    atomic_torch_save(dict(model_state), f"{base}{MODEL_SUFFIX}")
     if avg_state is not None:
-        atomic_torch_save(dict(avg_state), f"{base}.avg.pt")
+        atomic_torch_save(dict(avg_state), f"{base}{AVERAGE_SUFFIX}")
     infos = dict(infos, save_time=time.strftime("%Y-%m-%d %H:%M:%S"))
     if write_yaml:
-        atomic_write_text(f"{base}.yaml", yaml.safe_dump(infos, sort_keys=True))
+        atomic_write_text(f"{base}{INFOS_SUFFIX}", yaml.safe_dump(infos, sort_keys=True))
     if resume_state is not None:
         atomic_torch_save(dict(resume_state, infos=infos), f"{base}{RESUME_SUFFIX}")
     logging.info("saved checkpoint %s in %.1f s", base, time.time() - start)
@@ -111,7 +183,7 @@ def save_checkpoint(base: str, model_state: Mapping[str, torch.Tensor], infos: D
 
 def load_infos(base: str) -> Dict[str, Any]:
     """The ``base.yaml`` of a checkpoint, or {} when it has none."""
-    path = f"{base}.yaml"
+    path = f"{base}{INFOS_SUFFIX}"
     if not os.path.exists(path):
         return {}
     with open(path, "r", encoding="utf-8") as f:
@@ -133,7 +205,11 @@ def find_latest_checkpoint(model_dir: str) -> Optional[str]:
     over a step checkpoint (it also records that the epoch's CV was done).
     """
     best: Optional[tuple] = None
-    for path in glob.glob(os.path.join(model_dir, f"*{RESUME_SUFFIX}")):
+    if not os.path.isdir(model_dir):
+        return None
+    resumable = (checkpoint_files(model_dir, "epoch", RESUME_SUFFIX)
+                 + checkpoint_files(model_dir, "step", RESUME_SUFFIX))
+    for _, path in resumable:
         base = checkpoint_base(path)
         try:
             state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
@@ -148,48 +224,34 @@ def find_latest_checkpoint(model_dir: str) -> Optional[str]:
 
 def step_checkpoints(model_dir: str) -> List[str]:
     """Bases of the ``step_{S}`` checkpoints in ``model_dir``, oldest (fewest updates) first."""
-    found = []
-    for path in glob.glob(os.path.join(model_dir, "step_*.pt")):
-        base = checkpoint_base(path)
-        m = _STEP_RE.match(os.path.basename(base))
-        if m:
-            found.append((int(m.group(1)), base))
-    return [base for _, base in sorted(set(found))]
+    found = set()
+    for suffix in _SUFFIXES:
+        found.update((step, checkpoint_base(path))
+                     for step, path in checkpoint_files(model_dir, "step", suffix))
+    return [base for _, base in sorted(found)]
 
 
 def prune_step_checkpoints(model_dir: str, keep: int) -> None:
     """Delete all but the newest ``keep`` step checkpoints (their resume state first)."""
     bases = step_checkpoints(model_dir)
     for base in bases[: max(0, len(bases) - keep)]:
-        for suffix in (RESUME_SUFFIX, ".yaml", ".avg.pt", ".pt"):
+        for suffix in (RESUME_SUFFIX, INFOS_SUFFIX, AVERAGE_SUFFIX, MODEL_SUFFIX):
             if os.path.exists(base + suffix):
                 os.remove(base + suffix)
         logging.info("removed old step checkpoint %s", base)
 
 
-def capture_rng_state() -> Dict[str, Any]:
-    """This process's python, numpy, torch (and CUDA) generator states, weights_only-loadable."""
-    np_state = np.random.get_state(legacy=False)
-    state: Dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": {"key": torch.from_numpy(np_state["state"]["key"].astype(np.int64)),
-                  "pos": int(np_state["state"]["pos"]),
-                  "has_gauss": int(np_state["has_gauss"]), "gauss": float(np_state["gauss"])},
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
+def dump_bad_batch(model_dir: str, rank: int, batch: Mapping[str, Any],
+                   model_state: Optional[Mapping[str, torch.Tensor]], infos: Dict[str, Any]) -> str:
+    """Save the batch (per rank) and, from rank 0, the model under ``model_dir/bad_batch/``.
 
-
-def restore_rng_state(state: Mapping[str, Any]) -> None:
-    """Inverse of :func:`capture_rng_state`."""
-    version, internal, gauss = state["python"]
-    random.setstate((version, tuple(internal), gauss))
-    nps = state["numpy"]
-    np.random.set_state({"bit_generator": "MT19937",
-                         "state": {"key": nps["key"].numpy().astype(np.uint32), "pos": nps["pos"]},
-                         "has_gauss": nps["has_gauss"], "gauss": nps["gauss"]})
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    Written when training stops after too many non-finite steps, so the culprit can be replayed.
+    """
+    out = os.path.join(model_dir, "bad_batch")
+    os.makedirs(out, exist_ok=True)
+    cpu_batch = {k: (v.detach().cpu() if torch.is_tensor(v) else v) for k, v in batch.items()}
+    atomic_torch_save(cpu_batch, os.path.join(out, f"batch.rank{rank}.pt"))
+    if model_state is not None:
+        atomic_torch_save(dict(model_state), os.path.join(out, "model.pt"))
+        atomic_write_text(os.path.join(out, "info.yaml"), yaml.safe_dump(infos, sort_keys=True))
+    return out

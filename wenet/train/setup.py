@@ -1,8 +1,9 @@
-"""Training set-up shared by wenet/bin/train.py and the tests.
+"""Training set-up shared by wenet/bin/train.py, bench/ and the tests.
 
 Config handling (WeNet-style ``--override_config``, the training keys with
 their defaults, ``train.yaml``), DDP initialisation (launcher arguments or
-torchrun's environment), seeding, the optimizer, and the bad-batch dump.
+torchrun's environment), the device, seeding and the mixed-precision choice.
+The optimizer is built by wenet/train/optim.py, the schedule by scheduler.py.
 """
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ import torch.distributed as dist
 import yaml
 
 from wenet.dataset.fbank import FeatureConf
-from wenet.train.checkpoint import atomic_torch_save
 from wenet.utils.file_utils import atomic_write_text
 
 _TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")
@@ -160,35 +160,26 @@ def shutdown_distributed() -> None:
     dist.destroy_process_group()
 
 
+def training_device(gpu: int, local_rank: int) -> torch.device:
+    """The device of this process (``gpu`` -1: CPU), made CUDA's current device.
+
+    Under torchrun every process sees all GPUs and takes its local rank's; otherwise
+    the launcher narrowed ``CUDA_VISIBLE_DEVICES`` to ``gpu`` and it is device 0.
+    """
+    if gpu < 0:
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"--gpu {gpu} given but CUDA is not available (use --gpu -1)")
+    device = torch.device("cuda", local_rank if under_torchrun() else 0)
+    torch.cuda.set_device(device)
+    return device
+
+
 def seed_everything(seed: int) -> None:
     """Seed python, numpy and torch (all devices)."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-
-
-def build_optimizer(params, name: str, conf: Mapping[str, Any]) -> torch.optim.Optimizer:
-    """Adam or AdamW with ``optim_conf`` (``lr``, ``weight_decay``, ``betas``...)."""
-    optimizers = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
-    if name not in optimizers:
-        raise ValueError(f"unknown optim '{name}' (known: adam, adamw)")
-    try:
-        return optimizers[name](params, **dict(conf))
-    except TypeError as e:
-        raise ValueError(f"bad optim_conf for '{name}': {e}") from None
-
-
-def dump_bad_batch(model_dir: str, rank: int, batch: Mapping[str, Any],
-                   model_state: Optional[Mapping[str, torch.Tensor]], infos: Dict[str, Any]) -> str:
-    """Save the batch (per rank) and, from rank 0, the model under ``model_dir/bad_batch/``."""
-    out = os.path.join(model_dir, "bad_batch")
-    os.makedirs(out, exist_ok=True)
-    cpu_batch = {k: (v.detach().cpu() if torch.is_tensor(v) else v) for k, v in batch.items()}
-    atomic_torch_save(cpu_batch, os.path.join(out, f"batch.rank{rank}.pt"))
-    if model_state is not None:
-        atomic_torch_save(dict(model_state), os.path.join(out, "model.pt"))
-        atomic_write_text(os.path.join(out, "info.yaml"), yaml.safe_dump(infos, sort_keys=True))
-    return out
 
 
 AMP_DTYPES: Dict[str, Optional[torch.dtype]] = {

@@ -1,0 +1,141 @@
+"""What the training loop reports: log lines, tensorboard points, ETA and where the time goes.
+
+Every ``log_interval`` batches rank 0 logs the mean losses of the batches since
+the previous line, the learning rate, the last gradient norm, the throughput in
+seconds of audio per second and the ETA of the epoch and of the training, and
+writes the same figures to tensorboard (``train/*``, per update). At each epoch
+end every rank logs its counters and the time split of :class:`StepTimes`; the
+epoch's train and CV losses go to ``epoch/*``. Nothing here changes training.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Tuple
+
+from wenet.train.resume import TrainState
+from wenet.train.setup import DistInfo, TrainConf
+
+LOSS_KEYS = ("loss", "loss_ctc", "loss_att")
+_PHASES = ("data", "forward", "backward", "optim")
+
+
+@dataclass
+class StepTimes:
+    """Seconds spent per phase of the loop (for bench/train_step.py and the log)."""
+
+    data: float = 0.0
+    forward: float = 0.0
+    backward: float = 0.0
+    optim: float = 0.0
+    sync: float = 0.0
+    batches: int = 0
+    extra: Dict[str, float] = field(default_factory=dict)
+
+
+def fmt_eta(seconds: Optional[float]) -> str:
+    """``H:MM:SS``, or ``?`` when unknown."""
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def eta(st: TrainState, per_batch: float, max_epoch: int) -> Tuple[Optional[float], Optional[float]]:
+    """Seconds left in this epoch and in the whole training, at ``per_batch`` seconds a batch.
+
+    Unknown (None) until one epoch has finished and given the number of batches per epoch.
+    """
+    if st.batches_per_epoch < st.batches_done:
+        return None, None
+    epoch_eta = (st.batches_per_epoch - st.batches_done) * per_batch
+    return epoch_eta, epoch_eta + (max_epoch - st.epoch - 1) * st.batches_per_epoch * per_batch
+
+
+@dataclass
+class _Window:
+    """Sums over the good batches since the previous log line."""
+
+    t: float                                   # when the window opened
+    n: int = 0
+    audio: float = 0.0                         # seconds of audio
+    losses: Dict[str, float] = field(default_factory=lambda: dict.fromkeys(LOSS_KEYS, 0.0))
+
+    def reset(self, now: float) -> None:
+        self.t, self.n, self.audio = now, 0, 0.0
+        self.losses = dict.fromkeys(LOSS_KEYS, 0.0)
+
+
+class EpochProgress:
+    """Reports one epoch (or its rest after a resume) as the loop goes through it."""
+
+    def __init__(self, st: TrainState, times: StepTimes, conf: TrainConf, dist: DistInfo,
+                 writer: Any = None) -> None:
+        self.conf, self.dist, self.writer = conf, dist, writer
+        self.first_batch = st.batches_done
+        self.start = time.time()
+        self.times_at_start = dict(vars(times))
+        self.window = _Window(t=time.time())
+        self.grad_norm = float("nan")  # of the last update, logged with every line until the next
+
+    def add(self, out: Dict[str, Any], batch: Dict[str, Any]) -> None:
+        """Count a good batch (its losses and audio) into the next log line."""
+        self.window.n += 1
+        for key in LOSS_KEYS:
+            value = out.get(key)
+            if value is not None:
+                self.window.losses[key] += float(value.detach())
+        self.window.audio += float(batch["feats_lengths"].sum()) * self.conf.frame_shift_ms / 1000.0
+
+    def log_batch(self, st: TrainState, lr: float) -> None:
+        """The periodic log line and tensorboard points (rank 0); opens a new window."""
+        now, w = time.time(), self.window
+        n = max(1, w.n)
+        means = {key: w.losses[key] / n for key in LOSS_KEYS}
+        throughput = w.audio / max(1e-9, now - w.t)
+        per_batch = (now - self.start) / max(1, st.batches_done - self.first_batch)
+        epoch_eta, train_eta = eta(st, per_batch, self.conf.max_epoch)
+        if self.dist.rank == 0:
+            logging.info("epoch %d batch %d step %d: loss %.4f loss_ctc %.4f loss_att %.4f lr %.3e "
+                         "grad_norm %.3f | %.1f audio s/s per rank | ETA epoch %s, training %s",
+                         st.epoch, st.batches_done, st.step, means["loss"], means["loss_ctc"],
+                         means["loss_att"], lr, self.grad_norm, throughput,
+                         fmt_eta(epoch_eta), fmt_eta(train_eta))
+            self._write_batch_scalars(st, means, lr, throughput)
+        w.reset(now)
+
+    def _write_batch_scalars(self, st: TrainState, means: Dict[str, float], lr: float,
+                             throughput: float) -> None:
+        if self.writer is None:
+            return
+        for key in LOSS_KEYS:
+            self.writer.add_scalar(f"train/{key}", means[key], st.step)
+        self.writer.add_scalar("train/lr", lr, st.step)
+        self.writer.add_scalar("train/grad_norm", self.grad_norm, st.step)
+        self.writer.add_scalar("train/throughput", throughput * self.dist.world_size, st.step)
+        self.writer.add_scalar("train/skipped", st.skipped_nonfinite + st.skipped_oom, st.step)
+
+    def log_epoch_end(self, st: TrainState, times: StepTimes) -> None:
+        """The epoch's counters and how its time split between the phases of the loop."""
+        logging.info("epoch %d: %d batches, step %d, skipped so far: %d non-finite, %d OOM, "
+                     "%d fp16 overflow", st.epoch, st.batches_done, st.step, st.skipped_nonfinite,
+                     st.skipped_oom, st.scaler_skips)
+        spent = {k: getattr(times, k) - self.times_at_start[k] for k in _PHASES}
+        logging.info("epoch %d: %.1f s: data wait %.1f, forward %.1f, backward %.1f, "
+                     "optimizer %.1f, other %.1f", st.epoch, time.time() - self.start,
+                     spent["data"], spent["forward"], spent["backward"], spent["optim"],
+                     time.time() - self.start - sum(spent.values()))
+
+
+def log_epoch_losses(writer: Any, st: TrainState, train_loss: float, cv_loss: float,
+                     lr: float) -> None:
+    """The epoch's result line, and its ``epoch/*`` tensorboard points when there is a writer."""
+    logging.info("epoch %d: train_loss %.4f, cv_loss %.4f, step %d, lr %.3e", st.epoch,
+                 train_loss, cv_loss, st.step, lr)
+    if writer is not None:
+        writer.add_scalar("epoch/train_loss", train_loss, st.epoch)
+        writer.add_scalar("epoch/cv_loss", cv_loss, st.epoch)
+        writer.add_scalar("epoch/lr", lr, st.epoch)
+        writer.flush()

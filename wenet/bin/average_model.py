@@ -1,8 +1,9 @@
 """Average epoch checkpoints ``{N}.pt`` of an experiment into one model.
 
 Selection: with ``--val_best`` the ``num`` epochs with the lowest ``cv_loss``
-in ``{N}.yaml``; otherwise the ``num`` newest epochs.  Only files named
-exactly ``{N}.pt`` count (not ``avg_*.pt``, ``init.pt``, ``step_*.pt``, ...).
+in ``{N}.yaml``; otherwise the ``num`` newest epochs.  Only epoch checkpoints
+``{N}.pt`` count (not ``avg_*.pt``, ``init.pt``, ``step_*.pt``, ...): the names
+are wenet/train/checkpoint.py's.
 Floating tensors are summed in float64 and cast back to their dtype; integer
 and bool tensors (``num_batches_tracked``, ...) cannot be meaningfully
 averaged and are copied from the reference checkpoint: the best one with
@@ -17,25 +18,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 from typing import Dict, List, Optional, Tuple
 
 import torch
 import yaml
 
-_EPOCH_PT = re.compile(r"^(\d+)\.pt$")
-
-
-def list_epoch_checkpoints(src_path: str) -> Dict[int, str]:
-    """{N: path} of the ``{N}.pt`` files in ``src_path``."""
-    if not os.path.isdir(src_path):
-        raise FileNotFoundError(f"checkpoint directory {src_path} does not exist")
-    out = {}
-    for name in os.listdir(src_path):
-        m = _EPOCH_PT.match(name)
-        if m:
-            out[int(m.group(1))] = os.path.join(src_path, name)
-    return out
+from wenet.train.checkpoint import (AVERAGE_SUFFIX, INFOS_SUFFIX, atomic_torch_save,
+                                    epoch_checkpoints, epoch_file)
 
 
 def _read_cv_loss(yaml_path: str, n: int) -> Optional[Tuple[float, int]]:
@@ -54,11 +43,11 @@ def _read_cv_loss(yaml_path: str, n: int) -> Optional[Tuple[float, int]]:
 def select_checkpoints(src_path: str, num: int, val_best: bool, min_epoch: int = 0,
                        max_epoch: int = 1 << 62) -> List[int]:
     """Epoch numbers to average, the reference (best or newest) one first."""
-    ckpts = list_epoch_checkpoints(src_path)
+    ckpts = dict(epoch_checkpoints(src_path))
     if val_best:
         ranked = []
         for n in ckpts:
-            got = _read_cv_loss(os.path.join(src_path, f"{n}.yaml"), n)
+            got = _read_cv_loss(epoch_file(src_path, n, INFOS_SUFFIX), n)
             if got is not None and min_epoch <= got[1] <= max_epoch:
                 ranked.append((got[0], n))
         ranked.sort()
@@ -105,11 +94,11 @@ def average_state_dicts(paths: List[str]) -> Dict[str, torch.Tensor]:
 
 def running_average(src_path: str, n: int) -> Dict[str, torch.Tensor]:
     """``{n}.avg.pt`` cast to the dtypes of ``{n}.pt`` (float32 without it)."""
-    avg_path = os.path.join(src_path, f"{n}.avg.pt")
+    avg_path = epoch_file(src_path, n, AVERAGE_SUFFIX)
     if not os.path.exists(avg_path):
         raise FileNotFoundError(f"{avg_path} not found: was training run with a model average?")
     avg = _load(avg_path)
-    pt = os.path.join(src_path, f"{n}.pt")
+    pt = epoch_file(src_path, n)
     dtypes = {k: v.dtype for k, v in _load(pt).items()} if os.path.exists(pt) else {}
     return {k: v.to(dtypes.get(k, torch.float32)) if v.is_floating_point() else v
             for k, v in avg.items()}
@@ -137,13 +126,11 @@ def main(argv: Optional[List[str]] = None) -> None:
     else:
         chosen = select_checkpoints(args.src_path, args.num, args.val_best, args.min_epoch,
                                     args.max_epoch)
-        paths = [os.path.join(args.src_path, f"{n}.pt") for n in chosen]
+        paths = [epoch_file(args.src_path, n) for n in chosen]
         logging.info("averaging %s", " ".join(paths))
         state = average_state_dicts(paths)
     os.makedirs(os.path.dirname(os.path.abspath(args.dst_model)), exist_ok=True)
-    tmp = f"{args.dst_model}.tmp.{os.getpid()}"
-    torch.save(state, tmp)
-    os.replace(tmp, args.dst_model)
+    atomic_torch_save(state, args.dst_model)
     logging.info("wrote %s", args.dst_model)
 
 

@@ -15,26 +15,24 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
 
-_EPOCH_YAML = re.compile(r"^(\d+)\.yaml$")
 _OVERALL = re.compile(r"^Overall -> \s*([0-9.]+|nan|inf) % N=(\d+) C=(\d+) S=(\d+) D=(\d+) I=(\d+)\s*$")
 SAVE_TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
 def read_epoch_infos(exp_dir: str) -> List[Dict[str, Any]]:
     """The ``{N}.yaml`` dicts of ``exp_dir`` in epoch order (``epoch`` defaults to N)."""
+    # only here, like count_parameters: the checkpoint module brings torch with it
+    from wenet.train.checkpoint import INFOS_SUFFIX, epoch_checkpoints
+
     if not os.path.isdir(exp_dir):
         raise FileNotFoundError(f"experiment directory {exp_dir} does not exist")
     infos = []
-    for name in os.listdir(exp_dir):
-        m = _EPOCH_YAML.match(name)
-        if not m:
-            continue
-        path = os.path.join(exp_dir, name)
+    for epoch, path in epoch_checkpoints(exp_dir, INFOS_SUFFIX):
         with open(path, "r", encoding="utf-8") as f:
             info = yaml.safe_load(f)
         if not isinstance(info, dict):
             raise ValueError(f"{path}: not a mapping")
-        info.setdefault("epoch", int(m.group(1)))
+        info.setdefault("epoch", epoch)
         infos.append(info)
     return sorted(infos, key=lambda i: int(i["epoch"]))
 

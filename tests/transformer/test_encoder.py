@@ -79,6 +79,54 @@ def test_chunk_by_chunk_transformer_and_cache_sizes():
     assert cnn_cache.numel() == 0
 
 
+@pytest.mark.parametrize("pos_enc", ["rel_pos", "abs_pos"])
+def test_chunk_step_with_fixed_size_cache_equals_growing_cache(pos_enc):
+    """The step the ONNX export traces: a cache always R frames long, zeros in the
+    slots not yet filled and att_mask False there, gives forward_chunk's output
+    and, once the cache has filled, forward_chunk's cache."""
+    enc = _conformer(pos_enc, "batch_norm")
+    chunk, left = 4, 2
+    required = chunk * left
+    window = (chunk - 1) * 4 + 7
+    x = torch.randn(1, 120, 20, generator=torch.Generator().manual_seed(3))
+    att = torch.zeros(0, 0, 0, 0)
+    cnn = torch.zeros(0, 0, 0, 0)
+    fixed_att = torch.zeros(2, 4, required, 2 * 8)
+    fixed_cnn = torch.zeros(2, 1, 32, 4)  # kernel 5, causal: 4 frames
+    offset = 0
+    with torch.no_grad():
+        for start in range(0, 120 - 7 + 1, 4 * chunk):
+            xs = x[:, start:start + window]
+            ys, att, cnn = enc.forward_chunk(xs, offset, required, att, cnn)
+            mask = torch.ones(1, 1, required + ys.size(1), dtype=torch.bool)
+            mask[:, :, :max(required - offset, 0)] = False
+            got, fixed_att, fixed_cnn = enc.chunk_step(
+                xs, torch.tensor([offset]), required, fixed_att, fixed_cnn, mask)
+            assert fixed_att.shape == (2, 4, required, 16)
+            assert torch.allclose(got, ys, atol=1e-5), start
+            assert torch.allclose(fixed_cnn, cnn, atol=1e-6)
+            if offset + ys.size(1) >= required:
+                assert torch.allclose(fixed_att, att, atol=1e-5)
+            offset += ys.size(1)
+    assert offset > required  # the cache filled and then rolled
+
+
+def test_positional_rows_at_tensor_positions():
+    pe = PositionalEncoding(8, 0.0)
+    assert torch.equal(pe.rows_at(torch.arange(3, 8)), pe.position_encoding(3, 5))
+    # an unfilled cache slot (negative position) reads row 0
+    got = pe.rows_at(torch.tensor([-2, -1, 0, 9]))
+    assert torch.equal(got[0], pe.pe[0, [0, 0, 0, 9]])
+
+
+def test_forward_chunk_rejects_positions_past_the_table():
+    enc = _conformer("rel_pos", "layer_norm")
+    with pytest.raises(ValueError, match="positional table of 5000"):
+        enc.forward_chunk(torch.randn(1, 19, 20), 4998, 8)
+    with pytest.raises(ValueError, match="offset must be >= 0"):
+        enc.forward_chunk(torch.randn(1, 19, 20), -1, 8)
+
+
 def test_full_context_differs_from_chunked_so_the_mask_matters():
     enc = _conformer("rel_pos", "layer_norm")
     x = torch.randn(1, 87, 20, generator=torch.Generator().manual_seed(1))

@@ -2,19 +2,22 @@
 fixed-size caches, the CTC head, and the rescoring decoder (WeNet's CPU layout:
 ``encoder.onnx``, ``ctc.onnx``, ``decoder.onnx``).
 
-Streaming design. ONNX graphs want fixed ranks and, ideally, fixed cache sizes,
-so the encoder takes caches that are always ``required_cache_size =
-chunk_size * left_chunks`` frames long. Before the cache has filled, its first
-``required_cache_size - offset`` slots hold zeros; ``att_mask`` (False there)
-keeps every query from attending to them, and their positional encodings are
-clamped to position 0 (any value would do: those keys are masked). A real key
-``j`` of the concatenated (cache + chunk) keys sits at absolute output position
-``offset - required_cache_size + j``, the same position the eager
-``forward_chunk`` gives it, so the output equals the eager chunk-by-chunk
-output whose cache grows up to the same size. The causal convolution cache
-starts as zeros, which is exactly the eager left padding. ``offset`` is an int64
-tensor of shape (1,); positions past the positional table (5000 output frames,
-200 s at 4x subsampling) are an error, as in eager mode.
+Streaming design. The graph is the encoder's own streaming step
+(``BaseEncoder.chunk_step``, which ``forward_chunk`` and so the TorchScript
+runtime use too), traced with a tensor offset. ONNX graphs want fixed ranks
+and, ideally, fixed cache sizes, so the encoder takes caches that are always
+``required_cache_size = chunk_size * left_chunks`` frames long. Before the
+cache has filled, its first ``required_cache_size - offset`` slots hold zeros;
+``att_mask`` (False there) keeps every query from attending to them, and their
+positional encodings read position 0 (any value would do: those keys are
+masked). A real key ``j`` of the concatenated (cache + chunk) keys sits at
+absolute output position ``offset - required_cache_size + j``, the same
+position ``forward_chunk`` gives it, so the output equals the eager
+chunk-by-chunk output whose cache grows up to the same size. The causal
+convolution cache starts as zeros, which is exactly the eager left padding.
+``offset`` is an int64 tensor of shape (1,); positions past the positional
+table (5000 output frames, 200 s at 4x subsampling) are an error, as in eager
+mode.
 
 Input and output names follow WeNet 2.x's ONNX CPU export, so its runtime can
 feed them by name: encoder ``chunk, offset, att_cache, cnn_cache, att_mask ->
@@ -23,31 +26,35 @@ hyps_lens, encoder_out -> score, r_score``.
 """
 from __future__ import annotations
 
+import io
 import logging
 import os
 import warnings
-from typing import Dict, Tuple
+from typing import Dict, Sequence, Tuple
 
 import torch
 
-from wenet.transformer.embedding import RelPositionalEncoding
+from wenet.utils.file_utils import atomic_open
 
 OPSET = 17
+
+
+def _causal_conv_order(encoder: torch.nn.Module) -> int:
+    """Input frames the encoder's causal convolutions keep from earlier chunks
+    (kernel - 1), 0 when they are not causal or there are none."""
+    conv = getattr(encoder.encoders[0], "conv_module", None)
+    return int(conv.lorder) if conv is not None else 0
 
 
 def encoder_cache_shapes(model: torch.nn.Module, required_cache_size: int
                          ) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
     """Shapes of the fixed-size attention and convolution caches of ``model``'s encoder."""
     encoder = model.encoder
-    layer = encoder.encoders[0]
-    attn = layer.self_attn
+    attn = encoder.encoders[0].self_attn
     num_blocks = len(encoder.encoders)
     att_shape = (num_blocks, attn.h, required_cache_size, 2 * attn.d_k)
-    conv = getattr(layer, "conv_module", None)
-    if conv is not None and conv.lorder > 0:
-        cnn_shape: Tuple[int, ...] = (num_blocks, 1, encoder.output_size(), conv.lorder)
-    else:  # no causal convolution: nothing to carry (the graph ignores it)
-        cnn_shape = (num_blocks, 1, encoder.output_size(), 0)
+    # without a causal convolution there is nothing to carry: 0 frames
+    cnn_shape = (num_blocks, 1, encoder.output_size(), _causal_conv_order(encoder))
     return att_shape, cnn_shape
 
 
@@ -62,11 +69,13 @@ def chunk_attention_mask(offset: int, required_cache_size: int,
 
 
 class StreamingEncoderONNX(torch.nn.Module):
-    """One encoder chunk step with fixed-size caches (see the module docstring).
+    """The encoder's ``chunk_step`` with WeNet's ONNX signature and fixed-size caches.
 
     forward(chunk (1, T_in, D_in), offset int64 (1,), att_cache (L, H, R, 2*d_k),
     cnn_cache (L, 1, D, k-1), att_mask bool (1, 1, R + T')) ->
     (output (1, T', D), r_att_cache (same shape), r_cnn_cache (same shape)).
+    An encoder without a causal convolution carries no convolution cache: its
+    cnn_cache has 0 frames and comes back unchanged.
     """
 
     def __init__(self, encoder: torch.nn.Module, required_cache_size: int):
@@ -75,47 +84,16 @@ class StreamingEncoderONNX(torch.nn.Module):
             raise ValueError(f"required_cache_size must be > 0, got {required_cache_size}")
         self.encoder = encoder
         self.required_cache_size = required_cache_size
-        self.relative = isinstance(encoder.embed.pos_enc, RelPositionalEncoding)
-
-    def _positions(self, offset: torch.Tensor, size: int) -> torch.Tensor:
-        """PE rows (1, size, D) for output positions offset .. offset+size-1
-        (negative positions, which only masked keys have, read row 0)."""
-        pe = self.encoder.embed.pos_enc.pe[0]
-        index = offset.reshape(1) + torch.arange(size, dtype=torch.int64)
-        return pe.index_select(0, index.clamp(min=0)).unsqueeze(0)
+        self.carries_cnn_cache = _causal_conv_order(encoder) > 0
 
     def forward(self, chunk: torch.Tensor, offset: torch.Tensor, att_cache: torch.Tensor,
                 cnn_cache: torch.Tensor, att_mask: torch.Tensor
                 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        encoder = self.encoder
-        xs = chunk
-        if encoder.global_cmvn is not None:
-            xs = encoder.global_cmvn(xs)
-        ones = torch.ones(1, 1, xs.size(1), dtype=torch.bool)
-        # the subsampling adds PE rows 0.. (absolute encoding) or nothing (relative);
-        # shift the absolute ones to this chunk's positions
-        xs, _, _ = encoder.embed(xs, ones, 0)
-        chunk_frames = xs.size(1)
-        if not self.relative:
-            xs = xs - encoder.embed.pos_enc.pe[:, :chunk_frames] \
-                + self._positions(offset, chunk_frames)
-        pos_emb = self._positions(offset - self.required_cache_size,
-                                  self.required_cache_size + chunk_frames)
-        use_cnn_cache = cnn_cache.size(3) > 0
-        r_att_cache = []
-        r_cnn_cache = []
-        for i, layer in enumerate(encoder.encoders):
-            layer_cnn_cache = cnn_cache[i] if use_cnn_cache else torch.zeros(0, 0, 0)
-            xs, _, new_att_cache, new_cnn_cache = layer(
-                xs, att_mask, pos_emb, att_cache=att_cache[i:i + 1],
-                cnn_cache=layer_cnn_cache)
-            r_att_cache.append(new_att_cache[:, :, -self.required_cache_size:, :])
-            if use_cnn_cache:
-                r_cnn_cache.append(new_cnn_cache.unsqueeze(0))
-        if encoder.normalize_before:
-            xs = encoder.after_norm(xs)
-        new_cnn = torch.cat(r_cnn_cache, dim=0) if use_cnn_cache else cnn_cache
-        return xs, torch.cat(r_att_cache, dim=0), new_cnn
+        output, r_att_cache, r_cnn_cache = self.encoder.chunk_step(
+            chunk, offset, self.required_cache_size, att_cache, cnn_cache, att_mask)
+        if not self.carries_cnn_cache:
+            r_cnn_cache = cnn_cache
+        return output, r_att_cache, r_cnn_cache
 
 
 class CTCHeadONNX(torch.nn.Module):
@@ -152,15 +130,14 @@ def encoder_metadata(model: torch.nn.Module, chunk_size: int,
     non-causal or conv-free encoder: cnn_cache then has 0 frames).
     """
     encoder = model.encoder
-    layer = encoder.encoders[0]
-    conv = getattr(layer, "conv_module", None)
+    conv_order = _causal_conv_order(encoder)
     subsampling = int(model.subsampling_rate())
     right_context = int(model.right_context())
     meta = {
         "output_size": encoder.output_size(),
         "num_blocks": len(encoder.encoders),
-        "head": layer.self_attn.h,
-        "cnn_module_kernel": conv.lorder + 1 if conv is not None and conv.lorder > 0 else 0,
+        "head": encoder.encoders[0].self_attn.h,
+        "cnn_module_kernel": conv_order + 1 if conv_order > 0 else 0,
         "subsampling_rate": subsampling,
         "right_context": right_context,
         "sos_symbol": int(model.sos_symbol()),
@@ -176,36 +153,34 @@ def encoder_metadata(model: torch.nn.Module, chunk_size: int,
     return {k: str(v) for k, v in meta.items()}
 
 
-def _add_metadata(path: str, meta: Dict[str, str]) -> None:
-    import onnx  # local: only export needs it
-
-    proto = onnx.load(path)
-    del proto.metadata_props[:]
-    for key, value in meta.items():
-        entry = proto.metadata_props.add()
-        entry.key = key
-        entry.value = value
-    onnx.checker.check_model(proto)
-    onnx.save(proto, path)
-
-
-def _export(module: torch.nn.Module, args: tuple, path: str, input_names, output_names,
-            dynamic_axes) -> None:
-    """torch.onnx.export through a temporary name (no half-written model on failure).
+def _export(module: torch.nn.Module, args: tuple, path: str, input_names: Sequence[str],
+            output_names: Sequence[str], dynamic_axes: Dict[str, Dict[int, str]],
+            metadata: Dict[str, str] | None = None) -> None:
+    """torch.onnx.export into memory, ``metadata`` into metadata_props, checked, then
+    written with atomic_open (no half-written model on failure).
 
     The TorchScript-based exporter (dynamo=False) is used: the graphs are
     small, its dynamic_axes cover the varying lengths, and it needs no guards
     on the data-dependent offset.
     """
-    tmp = f"{path}.tmp"
+    import onnx  # local: only export needs it
+
+    buffer = io.BytesIO()
     # TracerWarnings flag Python branches on shapes; here they depend only on
     # the model and the fixed cache size, never on the chunk length or offset
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        torch.onnx.export(module, args, tmp, dynamo=False, opset_version=OPSET,
-                          input_names=input_names, output_names=output_names,
+        torch.onnx.export(module, args, buffer, dynamo=False, opset_version=OPSET,
+                          input_names=list(input_names), output_names=list(output_names),
                           dynamic_axes=dynamic_axes, do_constant_folding=True)
-    os.replace(tmp, path)
+    proto = onnx.load_from_string(buffer.getvalue())
+    for key, value in (metadata or {}).items():
+        entry = proto.metadata_props.add()
+        entry.key = key
+        entry.value = value
+    onnx.checker.check_model(proto)
+    with atomic_open(path, "wb") as f:
+        f.write(proto.SerializeToString())
 
 
 def export_onnx_models(model: torch.nn.Module, output_dir: str, feat_dim: int,
@@ -238,8 +213,8 @@ def export_onnx_models(model: torch.nn.Module, output_dir: str, feat_dim: int,
     _export(StreamingEncoderONNX(encoder, required).eval(), args, paths["encoder"],
             ["chunk", "offset", "att_cache", "cnn_cache", "att_mask"],
             ["output", "r_att_cache", "r_cnn_cache"],
-            {"chunk": {1: "T"}, "att_mask": {2: "T_ADD_T_CACHE"}, "output": {1: "T_OUT"}})
-    _add_metadata(paths["encoder"], encoder_metadata(model, chunk_size, left_chunks))
+            {"chunk": {1: "T"}, "att_mask": {2: "T_ADD_T_CACHE"}, "output": {1: "T_OUT"}},
+            encoder_metadata(model, chunk_size, left_chunks))
     logging.info("exported %s", paths["encoder"])
 
     hidden = torch.randn(1, chunk_size, encoder.output_size())

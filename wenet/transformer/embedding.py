@@ -40,19 +40,32 @@ class PositionalEncoding(torch.nn.Module):
             pos_emb = self.dropout(pos_emb)
         return pos_emb
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
-        """x (B, T, D) → (dropout(x * xscale + PE), dropout(PE)) with PE (1, T, D)."""
-        pos_emb = self.position_encoding(offset, x.size(1), False)
+    def rows_at(self, positions: torch.Tensor) -> torch.Tensor:
+        """PE rows (1, N, d_model) at int64 ``positions`` (N,), a tensor so that a traced
+        graph keeps them as data. A negative position (an unfilled, masked cache slot
+        of a fixed-size streaming cache) reads row 0."""
+        if not torch.jit.is_tracing() and positions.numel() > 0 \
+                and int(positions.max()) >= self.max_len:
+            raise ValueError(f"position {int(positions.max())} exceeds the "
+                             f"positional table of {self.max_len}")
+        return self.pe[0].index_select(0, positions.clamp(min=0)).unsqueeze(0)
+
+    def add_encoding(self, x: torch.Tensor,
+                     pos_emb: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(dropout(x * xscale + pos_emb), dropout(pos_emb)) for x (B, T, D), pos_emb (1, T, D)."""
         x = x * self.xscale + pos_emb
         return self.dropout(x), self.dropout(pos_emb)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
+        """x (B, T, D) → ``add_encoding`` with PE rows offset..offset+T-1."""
+        return self.add_encoding(x, self.position_encoding(offset, x.size(1), False))
 
 
 class RelPositionalEncoding(PositionalEncoding):
     """Encoding for relative-position attention: the input is only scaled;
     the PE slice goes to the attention layers, which project it (linear_pos)."""
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
-        """x (B, T, D) → (dropout(x * xscale), dropout(PE[offset:offset+T]))."""
-        pos_emb = self.position_encoding(offset, x.size(1), False)
-        x = x * self.xscale
-        return self.dropout(x), self.dropout(pos_emb)
+    def add_encoding(self, x: torch.Tensor,
+                     pos_emb: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(dropout(x * xscale), dropout(pos_emb))."""
+        return self.dropout(x * self.xscale), self.dropout(pos_emb)

@@ -41,6 +41,16 @@ def _attention_class(pos_enc_layer_type: str,
     return MultiHeadedAttention
 
 
+def _last_frames(cache: torch.Tensor, keep: int) -> torch.Tensor:
+    """The last ``keep`` frames (dim 2) of an attention cache: all when keep < 0,
+    none when 0. A negative slice, so a traced graph keeps it dynamic."""
+    if keep < 0:
+        return cache
+    if keep == 0:
+        return cache[:, :, :0]
+    return cache[:, :, -keep:]
+
+
 class BaseEncoder(torch.nn.Module):
     """CMVN → subsampling + positional encoding → encoder blocks → final LayerNorm.
 
@@ -110,8 +120,7 @@ class BaseEncoder(torch.nn.Module):
 
     def forward_chunk(self, xs: torch.Tensor, offset: int, required_cache_size: int,
                       att_cache: torch.Tensor = torch.zeros(0, 0, 0, 0),
-                      cnn_cache: torch.Tensor = torch.zeros(0, 0, 0, 0),
-                      att_mask: torch.Tensor = torch.ones((0, 0, 0), dtype=torch.bool)
+                      cnn_cache: torch.Tensor = torch.zeros(0, 0, 0, 0)
                       ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Encode one chunk of a single utterance given the caches of the previous chunks.
 
@@ -124,29 +133,42 @@ class BaseEncoder(torch.nn.Module):
         """
         if xs.size(0) != 1:
             raise ValueError(f"forward_chunk handles one utterance, got batch {xs.size(0)}")
-        tmp_masks = torch.ones(1, 1, xs.size(1), device=xs.device, dtype=torch.bool)
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset}")
+        offsets = torch.full((1,), offset, dtype=torch.long, device=xs.device)
+        return self.chunk_step(xs, offsets, required_cache_size, att_cache, cnn_cache)
+
+    def chunk_step(self, xs: torch.Tensor, offset: torch.Tensor, required_cache_size: int,
+                   att_cache: torch.Tensor, cnn_cache: torch.Tensor,
+                   att_mask: torch.Tensor = torch.ones((0, 0, 0), dtype=torch.bool)
+                   ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The streaming step itself, for ``forward_chunk`` and the ONNX export alike.
+
+        As ``forward_chunk``, with ``offset`` an int64 tensor (1,) and everything
+        that depends on it or on the chunk length computed as tensor operations
+        (positions, negative slices), so that a traced graph keeps them dynamic.
+        att_mask (1, 1, cache_t + T'): False on keys to ignore, e.g. the not yet
+        filled slots of a fixed-size cache, whose positions (< 0) read PE row 0;
+        empty: every key counts.
+        """
         if self.global_cmvn is not None:
             xs = self.global_cmvn(xs)
-        xs, _, _ = self.embed(xs, tmp_masks, offset)
-        elayers, cache_t1 = att_cache.size(0), att_cache.size(2)
-        chunk_size = xs.size(1)
-        attention_key_size = cache_t1 + chunk_size
-        # keys cover positions offset - cache_t1 .. offset + chunk_size - 1
-        pos_emb = self.embed.position_encoding(offset - cache_t1, attention_key_size)
-        if required_cache_size < 0:
-            next_cache_start = 0
-        elif required_cache_size == 0:
-            next_cache_start = attention_key_size
-        else:
-            next_cache_start = max(attention_key_size - required_cache_size, 0)
+        xs = self.embed.project(xs)
+        cache_t = att_cache.size(2)
+        # output positions of the keys: cache_t cached frames, then this chunk's
+        positions = torch.arange(-cache_t, xs.size(1), device=xs.device) + offset
+        pos_enc = self.embed.pos_enc
+        pe_rows = pos_enc.rows_at(positions)
+        xs, _ = pos_enc.add_encoding(xs, pe_rows[:, cache_t:])
+        pos_emb = pos_enc.dropout(pe_rows)
         r_att_cache: List[torch.Tensor] = []
         r_cnn_cache: List[torch.Tensor] = []
         for i, layer in enumerate(self.encoders):
-            layer_att_cache = att_cache[i:i + 1] if elayers > 0 else att_cache
+            layer_att_cache = att_cache[i:i + 1] if att_cache.size(0) > 0 else att_cache
             layer_cnn_cache = cnn_cache[i] if cnn_cache.size(0) > 0 else cnn_cache
             xs, _, new_att_cache, new_cnn_cache = layer(
                 xs, att_mask, pos_emb, att_cache=layer_att_cache, cnn_cache=layer_cnn_cache)
-            r_att_cache.append(new_att_cache[:, :, next_cache_start:, :])
+            r_att_cache.append(_last_frames(new_att_cache, required_cache_size))
             r_cnn_cache.append(new_cnn_cache.unsqueeze(0))
         if self.normalize_before:
             xs = self.after_norm(xs)

@@ -28,9 +28,27 @@ class BaseSubsampling(torch.nn.Module):
         self.subsampling_rate = 1
         self.right_context = 0
 
-    def position_encoding(self, offset: int, size: int) -> torch.Tensor:
-        """PE rows for output positions offset..offset+size-1."""
-        return self.pos_enc.position_encoding(offset, size)
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        """x (B, T, idim) → (B, T', odim) before the positional encoding."""
+        raise NotImplementedError
+
+    def subsample_mask(self, x_mask: torch.Tensor) -> torch.Tensor:
+        """Input mask (B, 1, T) → the mask (B, 1, T') of the output frames."""
+        return x_mask
+
+    def _conv_frames(self, x: torch.Tensor) -> torch.Tensor:
+        """The 2-D convolutions ``self.conv`` of a convolutional front end over x (B, T, idim),
+        channels and remaining bins flattened per output frame: (B, T', c * f)."""
+        x = self.conv(x.unsqueeze(1))
+        b, c, t, f = x.size()
+        return x.transpose(1, 2).contiguous().view(b, t, c * f)
+
+    def forward(self, x: torch.Tensor, x_mask: torch.Tensor,
+                offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x (B, T, idim), x_mask (B, 1, T) → (x (B, T', odim), pos_emb (1, T', odim),
+        mask (B, 1, T')), positions counted from output frame ``offset``."""
+        x, pos_emb = self.pos_enc(self.project(x), offset)
+        return x, pos_emb, self.subsample_mask(x_mask)
 
 
 class LinearNoSubsampling(BaseSubsampling):
@@ -45,12 +63,9 @@ class LinearNoSubsampling(BaseSubsampling):
             torch.nn.Dropout(dropout_rate),
         )
 
-    def forward(self, x: torch.Tensor, x_mask: torch.Tensor,
-                offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x (B, T, idim), x_mask (B, 1, T) → (x (B, T, odim), pos_emb, x_mask)."""
-        x = self.out(x)
-        x, pos_emb = self.pos_enc(x, offset)
-        return x, pos_emb, x_mask
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        """x (B, T, idim) → (B, T, odim)."""
+        return self.out(x)
 
 
 class Conv2dSubsampling4(BaseSubsampling):
@@ -69,14 +84,14 @@ class Conv2dSubsampling4(BaseSubsampling):
         # receptive field 7 frames: 6 beyond the first
         self.right_context = 6
 
-    def forward(self, x: torch.Tensor, x_mask: torch.Tensor,
-                offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x (B, T, idim), x_mask (B, 1, T) → (x (B, T', odim), pos_emb (1, T', odim), mask (B, 1, T'))."""
-        x = self.conv(x.unsqueeze(1))
-        b, c, t, f = x.size()
-        x = self.out(x.transpose(1, 2).contiguous().view(b, t, c * f))
-        x, pos_emb = self.pos_enc(x, offset)
-        return x, pos_emb, x_mask[:, :, 2::2][:, :, 2::2]
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        """x (B, T, idim) → (B, T', odim)."""
+        return self.out(self._conv_frames(x))
+
+    def subsample_mask(self, x_mask: torch.Tensor) -> torch.Tensor:
+        """(B, 1, T) → (B, 1, T'): each stride-2 convolution keeps every 2nd frame
+        from the 3rd."""
+        return x_mask[:, :, 2::2][:, :, 2::2]
 
 
 class Conv2dSubsampling6(BaseSubsampling):
@@ -95,14 +110,13 @@ class Conv2dSubsampling6(BaseSubsampling):
         # receptive field 11 frames
         self.right_context = 10
 
-    def forward(self, x: torch.Tensor, x_mask: torch.Tensor,
-                offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x (B, T, idim), x_mask (B, 1, T) → (x (B, T', odim), pos_emb, mask (B, 1, T'))."""
-        x = self.conv(x.unsqueeze(1))
-        b, c, t, f = x.size()
-        x = self.linear(x.transpose(1, 2).contiguous().view(b, t, c * f))
-        x, pos_emb = self.pos_enc(x, offset)
-        return x, pos_emb, x_mask[:, :, 2::2][:, :, 4::3]
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        """x (B, T, idim) → (B, T', odim)."""
+        return self.linear(self._conv_frames(x))
+
+    def subsample_mask(self, x_mask: torch.Tensor) -> torch.Tensor:
+        """(B, 1, T) → (B, 1, T'): every 2nd frame from the 3rd, then every 3rd from the 5th."""
+        return x_mask[:, :, 2::2][:, :, 4::3]
 
 
 class Conv2dSubsampling8(BaseSubsampling):
@@ -122,14 +136,13 @@ class Conv2dSubsampling8(BaseSubsampling):
         # receptive field 15 frames
         self.right_context = 14
 
-    def forward(self, x: torch.Tensor, x_mask: torch.Tensor,
-                offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x (B, T, idim), x_mask (B, 1, T) → (x (B, T', odim), pos_emb, mask (B, 1, T'))."""
-        x = self.conv(x.unsqueeze(1))
-        b, c, t, f = x.size()
-        x = self.linear(x.transpose(1, 2).contiguous().view(b, t, c * f))
-        x, pos_emb = self.pos_enc(x, offset)
-        return x, pos_emb, x_mask[:, :, 2::2][:, :, 2::2][:, :, 2::2]
+    def project(self, x: torch.Tensor) -> torch.Tensor:
+        """x (B, T, idim) → (B, T', odim)."""
+        return self.linear(self._conv_frames(x))
+
+    def subsample_mask(self, x_mask: torch.Tensor) -> torch.Tensor:
+        """(B, 1, T) → (B, 1, T'): three times every 2nd frame from the 3rd."""
+        return x_mask[:, :, 2::2][:, :, 2::2][:, :, 2::2]
 
 
 SUBSAMPLING_CLASSES = {

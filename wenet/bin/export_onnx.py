@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+from typing import List, Optional
 
 import yaml
 
-from wenet.models import load_trained_model
 from wenet.export.onnx import export_onnx_models
+from wenet.models import load_trained_model
 
 
-def get_args(argv=None) -> argparse.Namespace:
+def get_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--config", required=True, help="the experiment's train.yaml")
     parser.add_argument("--checkpoint", required=True, help="model state_dict (.pt)")
@@ -24,7 +25,7 @@ def get_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv=None) -> None:
+def main(argv: Optional[List[str]] = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     args = get_args(argv)
     with open(args.config, "r", encoding="utf-8") as f:

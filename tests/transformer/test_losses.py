@@ -52,7 +52,6 @@ def test_ctc_loss_equals_torch_ctc_loss_on_same_log_probs():
     logp = ctc.log_softmax(hs).transpose(0, 1)
     ref = F.ctc_loss(logp, ys, hlens, ylens, blank=0, reduction="sum") / 3
     assert torch.allclose(loss, ref, atol=1e-5)
-    assert torch.equal(ctc.argmax(hs), ctc.log_softmax(hs).argmax(2))
 
 
 def test_losses_take_float32_log_softmax_under_bf16_autocast():

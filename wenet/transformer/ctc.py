@@ -16,25 +16,20 @@ def _warn_impossible(count: int, batch: int) -> None:
 class CTC(torch.nn.Module):
     """ctc_lo: Linear(encoder_output_size, odim). Blank is id 0."""
 
-    def __init__(self, odim: int, encoder_output_size: int, dropout_rate: float = 0.0,
-                 reduce: bool = True):
+    def __init__(self, odim: int, encoder_output_size: int):
         super().__init__()
-        self.dropout_rate = dropout_rate
         self.ctc_lo = torch.nn.Linear(encoder_output_size, odim)
-        self.reduce = reduce
         # zero_infinity keeps impossible alignments from poisoning the batch;
         # forward counts and reports them so they are never silent.
-        self.ctc_loss = torch.nn.CTCLoss(reduction="sum" if reduce else "none",
-                                         zero_infinity=True)
+        self.ctc_loss = torch.nn.CTCLoss(reduction="sum", zero_infinity=True)
 
     def forward(self, hs_pad: torch.Tensor, hlens: torch.Tensor, ys_pad: torch.Tensor,
                 ys_lens: torch.Tensor) -> torch.Tensor:
         """hs_pad (B, T, D), hlens (B,), ys_pad (B, L) padded with -1, ys_lens (B,).
 
-        Returns the summed loss divided by the batch size (as WeNet), or the
-        per-utterance losses (B,) when ``reduce`` is False.
+        Returns the summed loss divided by the batch size (as WeNet).
         """
-        ys_hat = self.ctc_lo(F.dropout(hs_pad, p=self.dropout_rate, training=self.training))
+        ys_hat = self.ctc_lo(hs_pad)
         # in float32 also under bf16/fp16 autocast, which leaves log_softmax in low precision
         ys_hat = ys_hat.transpose(0, 1).float().log_softmax(2)  # (T, B, V)
         if not torch.jit.is_scripting():
@@ -59,6 +54,3 @@ class CTC(torch.nn.Module):
         """(B, T, D) → CTC log-probabilities (B, T, V)."""
         return F.log_softmax(self.ctc_lo(hs_pad), dim=2)
 
-    def argmax(self, hs_pad: torch.Tensor) -> torch.Tensor:
-        """(B, T, D) → best token per frame (B, T)."""
-        return torch.argmax(self.ctc_lo(hs_pad), dim=2)

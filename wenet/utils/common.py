@@ -1,7 +1,7 @@
-"""Small tensor helpers shared by the model, the losses and the decoding searches."""
+"""Tensor helpers the models share: the padding label id, decoder targets with
+sos/eos and reversed, token accuracy, activations by config name."""
 from __future__ import annotations
 
-import math
 from typing import List, Tuple
 
 import torch
@@ -75,21 +75,3 @@ def get_activation(name: str) -> torch.nn.Module:
         raise ValueError(f"unknown activation_type '{name}' (one of {sorted(table)})")
     return table[name]()
 
-
-def remove_duplicates_and_blank(hyp: List[int], blank: int = 0) -> List[int]:
-    """Collapse a CTC frame-level path: merge repeats, then drop blanks."""
-    out: List[int] = []
-    prev = None
-    for tok in hyp:
-        if tok != prev and tok != blank:
-            out.append(tok)
-        prev = tok
-    return out
-
-
-def log_add(args: List[float]) -> float:
-    """log(sum(exp(a) for a in args)), stable; -inf for an empty or all -inf list."""
-    if not args or all(a == -float("inf") for a in args):
-        return -float("inf")
-    a_max = max(args)
-    return a_max + math.log(sum(math.exp(a - a_max) for a in args))

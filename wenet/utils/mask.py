@@ -87,23 +87,3 @@ def add_optional_chunk_mask(xs: torch.Tensor, masks: torch.Tensor,
         return masks & chunk_masks.unsqueeze(0)
     return masks
 
-
-def mask_finished_scores(score: torch.Tensor, flag: torch.Tensor) -> torch.Tensor:
-    """For beams that ended (flag (B*N, 1) True), keep one live score 0 and the rest -inf."""
-    beam_size = score.size(-1)
-    zero_mask = torch.zeros_like(flag, dtype=torch.bool)
-    if beam_size > 1:
-        unfinished = torch.cat((zero_mask, flag.repeat([1, beam_size - 1])), dim=1)
-        finished = torch.cat((flag, zero_mask.repeat([1, beam_size - 1])), dim=1)
-    else:
-        unfinished = zero_mask
-        finished = flag
-    score = score.masked_fill(unfinished, -float("inf"))
-    return score.masked_fill(finished, 0)
-
-
-def mask_finished_preds(pred: torch.Tensor, flag: torch.Tensor, eos: int) -> torch.Tensor:
-    """For beams that ended (flag (B*N, 1) True), force every prediction to ``eos``."""
-    beam_size = pred.size(-1)
-    finished = flag.repeat([1, beam_size])
-    return pred.masked_fill(finished, eos)

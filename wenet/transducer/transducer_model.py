@@ -39,7 +39,7 @@ class _MissingDecoder(torch.nn.Module):
 class TransducerModel(ASRModel):
     """Encoder + prediction network + joint network (+ optional CTC / attention heads).
 
-    The decoding interface (used by wenet/decode/transducer_search.py and exported for
+    The decoding interface (used by the transducer searches in wenet/decode/ and exported for
     runtimes): ``project_encoder``, ``predictor_init_state``,
     ``forward_predictor_step``, ``forward_joint_step``, ``blank_symbol``,
     ``big_blank_ids``, ``big_blank_durations``.

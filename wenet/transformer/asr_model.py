@@ -115,7 +115,7 @@ class ASRModel(torch.nn.Module):
         """CTC log-probabilities (B, T', V) of an encoder output."""
         return self.ctc.log_softmax(encoder_out)
 
-    # ---- methods a TorchScript runtime calls (GUIDE §2) ----
+    # ---- methods WeNet 2.x runtimes call by name on the TorchScript model ----
 
     @torch.jit.export
     def subsampling_rate(self) -> int:

@@ -37,16 +37,7 @@ sed -e 's:((:(:' -e 's:<B_ASIDE>::g' -e 's:<E_ASIDE>::g' "${stm}" > "${dir}/stm"
 glm=${tdir}/reference/en20000405_hub5.glm
 [ -f "${glm}" ] && cp "${glm}" "${dir}/glm"
 
-if command -v sph2pipe > /dev/null; then
-  fmt='%s-%s sph2pipe -f wav -p -c %d %s |\n'; sph2pipe=1
-else
-  fmt='%s-%s python -m wenet.utils.sphere %s %d |\n'; sph2pipe=0
-fi
-awk -v fmt="${fmt}" -v s="${sph2pipe}" '{
-    n = $0; sub(/.*\//, "", n); sub(/\.[sS][pP][hH]$/, "", n)
-    if (s) { printf fmt, n, "A", 1, $0; printf fmt, n, "B", 2, $0 }
-    else   { printf fmt, n, "A", $0, 1; printf fmt, n, "B", $0, 2 }
-  }' "${dir}/sph.flist" | sort -k1,1 > "${dir}/wav.scp"
+python "${root}/local/swbd_prep.py" wav-scp "${dir}/sph.flist" > "${dir}/wav.scp"
 awk '{ print $1, $2 }' "${dir}/segments" > "${dir}/utt2spk"
 awk '{ r = $1; f = r; sub(/-[AB]$/, "", f); print r, f, substr(r, length(r)) }' "${dir}/wav.scp" \
   > "${dir}/reco2file_and_channel"

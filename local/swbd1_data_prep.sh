@@ -4,7 +4,8 @@
 # cut from the conversation side by segments; wav.scp is keyed by side
 # (sw02001-A = channel 1, -B = channel 2) with a pipe that decodes the SPHERE
 # file: "sph2pipe -f wav -p -c N FILE |" when sph2pipe is on PATH, otherwise
-# "python -m wenet.utils.sphere FILE N |" (uncompressed SPHERE only).
+# "python <repo>/tools/sph2wav.py -c N FILE |" (libsndfile: uncompressed SPHERE
+# only; shorten-compressed files need sph2pipe). See local/swbd_prep.py wav-scp.
 # Each conversation side is one speaker. Needs the dictionary's acronyms.map.
 set -euo pipefail
 export LC_ALL=C
@@ -47,16 +48,7 @@ awk '{ split($1, p, /[_-]/); printf "%s %s-%s %s %s\n", $1, p[1], p[2], p[3] / 1
   "${dir}/text" > "${dir}/segments"
 awk '{ split($1, p, /_/); print $1, p[1] }' "${dir}/text" > "${dir}/utt2spk"
 
-if command -v sph2pipe > /dev/null; then
-  fmt='%s-%s sph2pipe -f wav -p -c %d %s |\n'; sph2pipe=1
-else
-  fmt='%s-%s python -m wenet.utils.sphere %s %d |\n'; sph2pipe=0
-fi
-awk -v fmt="${fmt}" -v s="${sph2pipe}" '{
-    n = $0; sub(/.*\//, "", n); sub(/\.[sS][pP][hH]$/, "", n)
-    if (s) { printf fmt, n, "A", 1, $0; printf fmt, n, "B", 2, $0 }
-    else   { printf fmt, n, "A", $0, 1; printf fmt, n, "B", $0, 2 }
-  }' "${dir}/sph.flist" | sort -k1,1 > "${dir}/wav.scp"
+"${prep[@]}" wav-scp "${dir}/sph.flist" > "${dir}/wav.scp"
 awk '{ r = $1; f = r; sub(/-[AB]$/, "", f); print r, f, substr(r, length(r)) }' "${dir}/wav.scp" \
   > "${dir}/reco2file_and_channel"
 

@@ -17,6 +17,11 @@ Subcommands (all read and write UTF-8 text; errors name file and line):
 ``map-acronyms MAP``     applies that map to stdin transcripts (``i`` excepted).
 ``eval2000 PEM STM DIR`` Hub5 2000 segments (from the .pem, padded by 0.1 s without
                          overlapping neighbours) and text (from the .stm) in DIR.
+``wav-scp FLIST``        wav.scp for the .sph files listed in FLIST, one line per
+                         conversation side (sw02001-A = channel 1, -B = channel 2),
+                         sorted: ``sph2pipe -f wav -p -c N FILE |`` when sph2pipe is
+                         on PATH, else ``python <repo>/tools/sph2wav.py -c N FILE |``
+                         (libsndfile: uncompressed SPHERE only).
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ import argparse
 import logging
 import os
 import re
+import shutil
 import sys
 from collections import defaultdict
 from typing import Dict, Iterable, Iterator, List, Tuple
@@ -181,6 +187,22 @@ def eval2000(pem: str, stm: str, out_dir: str, pad: float = 0.1) -> None:
                         if "IGNORE_TIME_SEGMENT_" not in w))
 
 
+def sph_wav_scp(flist: str) -> List[str]:
+    """Sorted ``side command |`` wav.scp lines, both sides of every .sph file listed in ``flist``."""
+    if shutil.which("sph2pipe"):
+        decoder = "sph2pipe -f wav -p"
+    else:
+        tool = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", "sph2wav.py")
+        decoder = f"python {tool}"
+    lines = []
+    for _, path in _lines(flist):
+        if path.strip():
+            name = re.sub(r"\.sph$", "", os.path.basename(path.strip()), flags=re.IGNORECASE)
+            lines += [f"{name}-{side} {decoder} -c {channel} {path.strip()} |"
+                      for side, channel in (("A", 1), ("B", 2))]
+    return sorted(lines, key=lambda line: line.split(" ", 1)[0])
+
+
 def _main(argv: List[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Switchboard stage-0 text processing")
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -194,6 +216,7 @@ def _main(argv: List[str] | None = None) -> int:
     p = sub.add_parser("eval2000")
     for a in ("pem", "stm", "out_dir"):
         p.add_argument(a)
+    sub.add_parser("wav-scp").add_argument("flist")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s swbd_prep: %(message)s")
     stdin = (line.rstrip("\n") for line in sys.stdin)
@@ -210,6 +233,8 @@ def _main(argv: List[str] | None = None) -> int:
             acronyms(args.lexicon, args.out, args.map)
         elif args.cmd == "map-acronyms":
             sys.stdout.writelines(line + "\n" for line in map_acronyms(stdin, args.map))
+        elif args.cmd == "wav-scp":
+            sys.stdout.writelines(line + "\n" for line in sph_wav_scp(args.flist))
         else:
             eval2000(args.pem, args.stm, args.out_dir)
     except (OSError, ValueError) as e:

@@ -22,12 +22,12 @@ import os
 import tarfile
 from typing import List, Optional, Tuple
 
-import numpy as np
 import soundfile as sf
 import torch
 from tqdm import tqdm
 
-from wenet.dataset.audio import AudioError, cut_audio, decode_audio, read_audio_bytes, resample
+from wenet.dataset.audio import (AudioError, cut_audio, decode_audio, encode_wav16, read_audio_bytes,
+                                 resample)
 from wenet.dataprep.data_list import Utterance
 from wenet.utils.file_utils import atomic_write_text
 
@@ -61,17 +61,6 @@ def _extension(spec: str, data: bytes, fmt: str) -> str:
     if fmt not in _SF_FORMATS:
         raise AudioError(f"audio of {spec} is in container {fmt}, which shards do not store")
     return _SF_FORMATS[fmt]
-
-
-def encode_wav16(wav: torch.Tensor, rate: int) -> bytes:
-    """(channels, samples) float audio in [-1, 1] → 16-bit PCM WAV bytes.
-
-    Samples that came from 16-bit audio are restored exactly (x * 32768 is an integer).
-    """
-    pcm = np.clip(np.round(wav.numpy().T * 32768.0), -32768, 32767).astype(np.int16)
-    buf = io.BytesIO()
-    sf.write(buf, pcm, rate, format="WAV", subtype="PCM_16")
-    return buf.getvalue()
 
 
 class _RecordingCache:

@@ -3,12 +3,17 @@
 torchaudio 2.11 has no load/save without FFmpeg, so audio goes through
 soundfile. A ``wav.scp`` value is either a path or a Kaldi pipe command ending
 in ``|`` whose standard output is an audio file.
+
+NIST SPHERE (Switchboard, Hub5) is decoded by libsndfile too: 16-bit PCM in
+either byte order, mu-law and a-law. Shorten-compressed SPHERE (``sample_coding``
+containing ``shorten``) it cannot decode; such files are refused with an error
+that says ``sph2pipe`` is needed.
 """
 from __future__ import annotations
 
 import io
 import subprocess
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 import soundfile as sf
@@ -16,8 +21,28 @@ import torch
 import torchaudio
 
 
+SPHERE_MAGIC = b"NIST_1A"
+
+
 class AudioError(RuntimeError):
     """Audio that cannot be read or decoded; the message names the source."""
+
+
+def sphere_header(data: bytes) -> Dict[str, str]:
+    """The ``name -type value`` fields of a NIST SPHERE header, values as text;
+    ``{}`` when ``data`` is not SPHERE."""
+    if not data.startswith(SPHERE_MAGIC):
+        return {}
+    lines = data[:1024].split(b"\n", 2)
+    size = int(lines[1]) if len(lines) > 2 and lines[1].strip().isdigit() else 1024
+    fields: Dict[str, str] = {}
+    for line in data[:size].decode("ascii", "replace").splitlines()[2:]:
+        parts = line.split(None, 2)
+        if parts == ["end_head"]:
+            break
+        if len(parts) == 3 and parts[1].startswith("-"):
+            fields[parts[0]] = parts[2].strip()
+    return fields
 
 
 def read_audio_bytes(spec: str) -> bytes:
@@ -38,7 +63,12 @@ def read_audio_bytes(spec: str) -> bytes:
 
 
 def decode_audio(data: bytes, name: str = "<bytes>") -> Tuple[torch.Tensor, int]:
-    """Decode WAV/FLAC/OGG bytes → (float32 tensor (channels, samples) in [-1, 1], rate)."""
+    """Decode WAV/FLAC/OGG/SPHERE bytes → (float32 tensor (channels, samples) in [-1, 1], rate)."""
+    coding = sphere_header(data).get("sample_coding", "")
+    if "shorten" in coding.lower():
+        raise AudioError(f"{name}: shorten-compressed NIST SPHERE (sample_coding {coding}), which "
+                         "libsndfile cannot decode: install sph2pipe (e.g. from Kaldi's tools/) "
+                         "and rerun the data preparation, so that wav.scp reads it through sph2pipe")
     try:
         samples, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
     except Exception as e:  # soundfile raises several types for bad data
@@ -63,6 +93,17 @@ def cut_audio(wav: torch.Tensor, rate: int, start: float = 0.0,
         last = wav.shape[1] if end is None or end < 0 else int(round(end * rate))
         wav = wav[:, first:last]
     return wav
+
+
+def encode_wav16(wav: torch.Tensor, rate: int) -> bytes:
+    """(channels, samples) float audio in [-1, 1] → 16-bit PCM WAV bytes.
+
+    Samples that came from 16-bit audio are restored exactly (x * 32768 is an integer).
+    """
+    pcm = np.clip(np.round(wav.numpy().T * 32768.0), -32768, 32767).astype(np.int16)
+    buf = io.BytesIO()
+    sf.write(buf, pcm, rate, format="WAV", subtype="PCM_16")
+    return buf.getvalue()
 
 
 def to_mono(wav: torch.Tensor) -> torch.Tensor:

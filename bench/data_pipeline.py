@@ -69,7 +69,7 @@ def make_list(data_dir: str, root: str, max_utts: int, work: str) -> Tuple[str, 
     data_list = os.path.join(work, "data.list")
     tool = os.path.join(REPO, "tools", "make_shard_list.py")
     if os.path.isfile(tool):
-        subprocess.run([sys.executable, tool, "--num_utts_per_shard", "200", "--num_threads", "2",
+        subprocess.run([sys.executable, tool, "--num_utts_per_shard", "200", "--nj", "2",
                         os.path.join(work, "wav.scp"), os.path.join(work, "text"),
                         os.path.join(work, "shards"), data_list], check=True)
         return "shard", data_list, seconds

@@ -24,7 +24,8 @@ from wenet.dataprep.data_list import read_utterances
 
 def get_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--num_workers", type=int, default=1, help="worker processes")
+    p.add_argument("--nj", "--num_workers", dest="nj", type=int, default=1,
+                   help="parallel processes (Kaldi's nj; --num_workers is WeNet's name for it)")
     p.add_argument("--train_config", required=True, help="training yaml (dataset_conf)")
     p.add_argument("--in_scp", required=True, help="wav.scp of the training set")
     p.add_argument("--segments", default=None,
@@ -56,7 +57,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (ValueError, OSError) as e:  # bad data dir: say where, no traceback
         logging.error("%s", e)
         return 1
-    stats, num_failed = compute_cmvn_stats(utts, conf, args.num_workers)
+    stats, num_failed = compute_cmvn_stats(utts, conf, args.nj)
     if stats.frame_num == 0:
         logging.error("no features computed: all %d utterances of %s failed", num_failed, args.in_scp)
         return 1

@@ -22,7 +22,8 @@ from wenet.dataprep.shard_writer import make_shards
 def get_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--num_utts_per_shard", type=int, default=1000, help="utterances per shard")
-    p.add_argument("--num_threads", type=int, default=1, help="shard-writing processes")
+    p.add_argument("--nj", "--num_threads", dest="nj", type=int, default=1,
+                   help="shard-writing processes (Kaldi's nj; --num_threads is WeNet's name for it)")
     p.add_argument("--prefix", default="shards", help="shard file name prefix")
     p.add_argument("--segments", default=None, help="Kaldi segments file")
     p.add_argument("--resample", type=int, default=None, help="store audio at this rate (Hz)")
@@ -42,7 +43,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         utts = attach_text(read_utterances(args.wav_file, args.segments), args.text_file)
         make_shards(utts, args.shards_dir, args.shards_list, args.num_utts_per_shard,
-                    args.num_threads, args.resample, args.prefix)
+                    args.nj, args.resample, args.prefix)
     except (ValueError, RuntimeError, OSError) as e:  # bad data dir: say where, no traceback
         logging.error("%s", e)
         return 1

@@ -58,7 +58,7 @@ def _reference(signals, rate=RATE):
 
 def _run(tmp_path, scp, config, name, workers, extra=()):
     out = tmp_path / name
-    rc = _tool().main(["--num_workers", str(workers), "--train_config", config,
+    rc = _tool().main(["--nj", str(workers), "--train_config", config,
                        "--in_scp", scp, "--out_cmvn", str(out), *extra])
     return rc, out
 
@@ -87,6 +87,23 @@ def test_workers_agree_with_reference(tmp_path):
     assert mean.shape == istd.shape == (80,)
     np.testing.assert_allclose(mean, allf.mean(0), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(istd, 1.0 / allf.std(0), rtol=1e-4)
+
+
+def test_nj_and_the_wenet_name_num_workers_set_the_process_count(tmp_path):
+    _, scp = _make_corpus(tmp_path, n=1)
+    config = _write_config(tmp_path / "train.yaml")
+    for option in ("--nj", "--num_workers"):
+        tool, seen = _tool(), []
+        real = tool.compute_cmvn_stats
+
+        def counting(utts, conf, workers, real=real, seen=seen):
+            seen.append(workers)
+            return real(utts, conf, 1)
+        tool.compute_cmvn_stats = counting
+        assert tool.main([option, "3", "--train_config", config, "--in_scp", scp,
+                          "--out_cmvn", str(tmp_path / "cmvn")]) == 0
+        assert seen == [3], option
+    assert _tool().get_args(["--train_config", "c", "--in_scp", "s", "--out_cmvn", "o"]).nj == 1
 
 
 def test_segments_beside_scp_are_honoured(tmp_path):

@@ -52,7 +52,7 @@ def _members(path):
 
 def _make_shards(d, shards, data_list, n, threads=1, extra=()):
     return _tool("make_shard_list").main(
-        ["--num_utts_per_shard", str(n), "--num_threads", str(threads), *extra,
+        ["--num_utts_per_shard", str(n), "--nj", str(threads), *extra,
          str(d / "wav.scp"), str(d / "text"), str(shards), str(data_list)])
 
 
@@ -78,6 +78,17 @@ def test_shards_layout_bytes_and_list(tmp_path, caplog):
     for p in expected_paths:
         again = tmp_path / "again" / os.path.basename(p)
         assert again.read_bytes() == open(p, "rb").read()
+
+
+def test_nj_and_the_wenet_name_num_threads_set_the_process_count(tmp_path):
+    d, _, _ = _corpus(tmp_path)
+    for option in ("--nj", "--num_threads"):
+        tool, seen = _tool("make_shard_list"), []
+        tool.make_shards = lambda utts, shards_dir, data_list, per_shard, workers, *rest: seen.append(workers)
+        assert tool.main([option, "3", str(d / "wav.scp"), str(d / "text"), str(tmp_path / "s"),
+                          str(tmp_path / "data.list")]) == 0
+        assert seen == [3], option
+    assert _tool("make_shard_list").get_args(["w", "t", "s", "l"]).nj == 1  # default: one process
 
 
 def test_segments_are_cut_and_stored_as_wav(tmp_path):

@@ -40,7 +40,7 @@ from tqdm import tqdm
 from local.synth.augment import NOISE_COLOURS, TARGET_RATE, AugmentParams, augment
 from local.synth.sentences import SentenceGenerator, vocabulary
 from local.synth.voices import SETS, Voice, split_voices
-from wenet.utils.file_utils import atomic_write_text
+from wenet.utils.file_utils import atomic_open, atomic_write_text
 
 VERSION = 2  # 2: 138 training voices (voices.py)
 # Training audio is cheap to make (~100 utterances/s), and a model that sees
@@ -174,9 +174,8 @@ def _make_one(job: tuple) -> tuple:
     record, path = job
     with tempfile.TemporaryDirectory(prefix="synth_") as tmp:
         wav = synthesize(record, tmp)
-        part = f"{path}.part.{os.getpid()}"
-        sf.write(part, wav, TARGET_RATE, subtype="PCM_16", format="WAV")
-        os.replace(part, path)
+    with atomic_open(path, "wb") as f:
+        sf.write(f, wav, TARGET_RATE, subtype="PCM_16", format="WAV")
     return record["utt"], len(wav)
 
 

@@ -156,6 +156,17 @@ def test_unreadable_audio_is_skipped_and_counted(tmp_path, caplog):
     assert "2 of 5 utterances skipped" in caplog.text
 
 
+def test_shard_whose_audio_all_fails_is_not_written(tmp_path):
+    d, _, _ = _corpus(tmp_path)
+    os.remove(d / "u2.wav")
+    (d / "wav.scp").write_text((d / "wav.scp").read_text().replace(f"cat {d / 'u3.wav'} |", "false |"))
+    shards = tmp_path / "shards"
+    assert _make_shards(d, shards, tmp_path / "data.list", 2) == 0  # u0 u1 | u2 u3 | u4
+    kept = [str(shards / "shards_000000000.tar"), str(shards / "shards_000000002.tar")]
+    assert (tmp_path / "data.list").read_text() == "".join(p + "\n" for p in kept)
+    assert sorted(os.listdir(shards)) == [os.path.basename(p) for p in kept]  # no temp file either
+
+
 def test_raw_lists(tmp_path):
     d, files, _ = _corpus(tmp_path)
     out = tmp_path / "data.list"

@@ -7,8 +7,9 @@ As there, the audio file's bytes are stored unchanged, named by the file's
 extension, unless the utterance is a segment of a longer recording or must be
 resampled: then the cut is re-encoded as 16-bit WAV (``<key>.wav``).
 
-Unlike WeNet, every shard is written to a temporary name, fsynced and renamed,
-and ``data.list`` is written (atomically) only after all shards are in place,
+Unlike WeNet, every shard is written atomically (``atomic_open``: a temporary
+``<shard>.tmp.<pid>``, fsynced and renamed), and ``data.list`` is written
+(atomically too) only after all shards are in place,
 so a killed run never leaves a truncated shard under a listed name. Members
 carry fixed metadata (mtime 0, mode 0644), so a rerun gives identical files.
 """
@@ -29,7 +30,7 @@ from tqdm import tqdm
 from wenet.dataset.audio import (AudioError, cut_audio, decode_audio, encode_wav16, read_audio_bytes,
                                  resample)
 from wenet.dataprep.data_list import Utterance
-from wenet.utils.file_utils import atomic_write_text
+from wenet.utils.file_utils import TMP_MARK, atomic_open, atomic_write_text
 
 # Audio member suffixes WeNet's shard reader accepts.
 AUDIO_FORMATS = frozenset(["flac", "mp3", "m4a", "ogg", "opus", "wav", "wma"])
@@ -101,6 +102,10 @@ def utterance_audio(utt: Utterance, resample_rate: Optional[int],
     return "wav", encode_wav16(wav, rate)
 
 
+class _EmptyShard(Exception):
+    """Raised inside ``atomic_open`` to drop a shard none of whose utterances could be read."""
+
+
 def write_shard(utts: List[Utterance], path: str,
                 resample_rate: Optional[int] = None) -> Tuple[int, List[_Failure]]:
     """Write one shard atomically → (utterances written, skipped (key, reason) pairs).
@@ -108,12 +113,11 @@ def write_shard(utts: List[Utterance], path: str,
     Nothing is left at ``path`` unless the whole shard was written; a shard whose
     utterances all fail is not created.
     """
-    tmp = f"{path}.tmp.{os.getpid()}"
     cache = _RecordingCache()
     failures: List[_Failure] = []
     written = 0
     try:
-        with open(tmp, "wb") as f:
+        with atomic_open(path, "wb") as f:
             with tarfile.open(fileobj=f, mode="w") as tar:
                 for utt in utts:
                     try:
@@ -124,16 +128,10 @@ def write_shard(utts: List[Utterance], path: str,
                     _add_member(tar, f"{utt.key}.txt", (utt.txt or "").encode("utf-8"))
                     _add_member(tar, f"{utt.key}.{ext}", audio)
                     written += 1
-            f.flush()
-            os.fsync(f.fileno())
-        if written:
-            os.replace(tmp, path)
-        else:
-            os.remove(tmp)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+            if not written:
+                raise _EmptyShard()
+    except _EmptyShard:
+        pass
     return written, failures
 
 
@@ -145,14 +143,6 @@ def _write_task(task: Tuple[List[Utterance], str, Optional[int]]) -> Tuple[str, 
 
 def _init_worker() -> None:
     torch.set_num_threads(1)
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def make_shards(utts: List[Utterance], shards_dir: str, data_list: str, num_utts_per_shard: int,
@@ -167,7 +157,7 @@ def make_shards(utts: List[Utterance], shards_dir: str, data_list: str, num_utts
     if num_utts_per_shard <= 0:
         raise ValueError(f"num_utts_per_shard must be positive, got {num_utts_per_shard}")
     os.makedirs(shards_dir, exist_ok=True)
-    for stale in glob.glob(os.path.join(glob.escape(shards_dir), f"{glob.escape(prefix)}_*.tar.tmp.*")):
+    for stale in glob.glob(os.path.join(glob.escape(shards_dir), f"{glob.escape(prefix)}_*.tar{TMP_MARK}*")):
         logging.warning("removing %s, left by an interrupted run", stale)
         os.remove(stale)
     tasks = [(utts[i:i + num_utts_per_shard],
@@ -200,7 +190,6 @@ def make_shards(utts: List[Utterance], shards_dir: str, data_list: str, num_utts
         logging.warning("%d of %d utterances skipped (unreadable audio)", num_failed, len(utts))
     if not listed:
         raise RuntimeError(f"no shard written to {shards_dir}: all {len(utts)} utterances failed")
-    _fsync_dir(shards_dir)
     atomic_write_text(data_list, "".join(p + "\n" for p in listed))
     logging.info("wrote %d shards (%d utterances) and %s", len(listed), len(utts) - num_failed, data_list)
     return listed

@@ -102,8 +102,7 @@ def main() -> None:
         texts = list(read_kaldi_map(os.path.join(work, "text")).values())
         conf = {
             "filter_conf": {"max_length": 40960, "min_length": 0, "token_max_length": 400},
-            "fbank_conf": {"num_mel_bins": 80, "frame_shift": 10, "frame_length": 25,
-                           "dither": args.dither},
+            "fbank_conf": {"dither": args.dither},  # FeatureConf's bins and frames
             "speed_perturb": args.speed_perturb,
             "spec_aug": True, "spec_aug_conf": {"num_t_mask": 2, "num_f_mask": 2,
                                                 "max_t": 50, "max_f": 10},

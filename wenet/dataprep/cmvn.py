@@ -1,4 +1,4 @@
-"""Global CMVN statistics: accumulate, save, load (GUIDE §2 ``global_cmvn``).
+"""Global CMVN statistics: accumulate, save, load. The one owner of the ``global_cmvn`` format.
 
 The file is one line of JSON, ``{"mean_stat": [D sums], "var_stat": [D sums of
 squares], "frame_num": N}``, as WeNet 2.x writes it. Sums are accumulated in

@@ -15,7 +15,7 @@ cache lives in the process that iterates the dataset (use ``num_workers`` 0);
 dither noise is then drawn once, and speed perturbation, which must be drawn
 anew each epoch, cannot be combined with it. Under DDP the shards a rank reads
 change from epoch to epoch, so each rank's cache grows towards the whole list
-(memory: ~4 bytes x 80 bins x 100 frames per second of audio).
+(memory: ~4 bytes x num_mel_bins x 100 frames per second of audio).
 
 All randomness of one pass is drawn from a ``random.Random`` seeded by
 (seed, epoch, rank, worker), so a pass is reproducible, and ``consume`` can skip
@@ -34,7 +34,7 @@ import torch.distributed as dist
 from torch.utils.data import IterableDataset, get_worker_info
 
 from wenet.dataset import processor
-from wenet.dataset.fbank import FeatureConf
+from wenet.dataset.fbank import FBANK_CONF_KEYS, FeatureConf
 from wenet.dataset.stats import PipelineStats
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.utils.file_utils import read_lists
@@ -50,7 +50,7 @@ SUB_CONF_KEYS = {
     "filter_conf": {"max_length", "min_length", "token_max_length", "token_min_length",
                     "min_output_input_ratio", "max_output_input_ratio"},
     "resample_conf": {"resample_rate"},
-    "fbank_conf": {"num_mel_bins", "frame_length", "frame_shift", "dither"},
+    "fbank_conf": FBANK_CONF_KEYS,
     "spec_aug_conf": {"num_t_mask", "num_f_mask", "max_t", "max_f", "warp", "max_w"},
     "spec_sub_conf": {"max_t", "num_t_sub"},
     "spec_trim_conf": {"max_t"},

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 import torch
@@ -66,8 +66,14 @@ def _tables(sample_rate: int, num_mel_bins: int, window_size: int,
     return window, mel
 
 
-def compute_fbank(wav: torch.Tensor, sample_rate: int, num_mel_bins: int = 80,
-                  frame_length: float = 25.0, frame_shift: float = 10.0,
+# The keys a ``fbank_conf`` may hold: FeatureConf's fields other than the resampling rate.
+FBANK_CONF_KEYS = frozenset(f.name for f in fields(FeatureConf)) - {"resample_rate"}
+
+
+def compute_fbank(wav: torch.Tensor, sample_rate: int,
+                  num_mel_bins: int = FeatureConf.num_mel_bins,
+                  frame_length: float = FeatureConf.frame_length,
+                  frame_shift: float = FeatureConf.frame_shift,
                   dither: float = 0.0) -> torch.Tensor:
     """(1, samples) float waveform in [-1, 1] → (frames, num_mel_bins) fbank.
 
@@ -76,7 +82,7 @@ def compute_fbank(wav: torch.Tensor, sample_rate: int, num_mel_bins: int = 80,
     does with its defaults (povey window, snip_edges, DC removal, preemphasis
     0.97, power spectrum, log mel, no energy) up to float rounding, about twice
     as fast: the window and mel matrix are cached, and the unused frame energy,
-    the padding copy and the complex ``abs`` are skipped (tests/test_dataset_pipeline.py
+    the padding copy and the complex ``abs`` are skipped (tests/dataset/test_pipeline.py
     checks the equality).
     """
     window_size = int(sample_rate * frame_length * 0.001)

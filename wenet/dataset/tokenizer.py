@@ -1,4 +1,4 @@
-"""Transcript → token ids, as WeNet 2.x does it, but without the silent ``<unk>``.
+"""Transcript ↔ token ids, as WeNet 2.x does it, but without the silent ``<unk>``.
 
 Two modes:
 
@@ -12,20 +12,47 @@ written, so it must be normalised the way the BPE model's training text was
 (stage 0 of the recipe does that). A piece that is not in the symbol table is
 reported to the caller, which drops the utterance and counts it; nothing is
 mapped to ``<unk>`` behind the user's back.
+
+Decoding (ids → text, :func:`tokens_to_text`, :meth:`Tokenizer.decode`) joins the
+pieces into words (``▁`` starts a word) or, raw, concatenates them as WeNet 2.x
+prints them; an id missing from the table is an error naming it.
 """
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from wenet.utils.file_utils import read_symbol_table
 
 _CJK = re.compile(r"([\u4e00-\u9fff])")
 SPACE = "\u2581"  # sentencepiece's word-boundary mark, also used for spaces in char mode
+EOS_SYMBOL = "<sos/eos>"  # units.txt's last entry: sos = eos = vocab_size - 1
+
+
+def tokens_to_text(tokens: Sequence[int], char_dict: Dict[int, str], eos: Optional[int] = None,
+                   raw: bool = False) -> str:
+    """Token ids → text.
+
+    Default: BPE pieces joined into words (``▁`` marks a word start, becomes a
+    space; spaces collapsed).  ``raw=True`` gives WeNet 2.x's output: pieces
+    concatenated with no separator, ``▁`` kept.  Stops at ``eos`` if given.
+    An id missing from ``char_dict`` is an error naming it.
+    """
+    pieces: List[str] = []
+    for t in tokens:
+        if eos is not None and t == eos:
+            break
+        if t not in char_dict:
+            raise KeyError(f"token id {t} is not in the units dictionary")
+        pieces.append(char_dict[t])
+    text = "".join(pieces)
+    if raw:
+        return text
+    return " ".join(text.replace(SPACE, " ").split())
 
 
 class Tokenizer:
-    """Turns a transcript into symbol-table ids (see module docstring for the rules)."""
+    """Transcript ↔ symbol-table ids: ``encode`` and ``decode`` (module docstring)."""
 
     def __init__(self, symbol_table: Union[str, Dict[str, int]],
                  bpe_model: Optional[str] = None) -> None:
@@ -33,6 +60,7 @@ class Tokenizer:
                              if isinstance(symbol_table, str) else dict(symbol_table))
         self.bpe_model = bpe_model
         self._sp = None  # loaded on first use, so the object pickles into DataLoader workers
+        self._id_to_token: Optional[Dict[int, str]] = None  # built on first decode
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -76,3 +104,12 @@ class Tokenizer:
             else:
                 ids.append(idx)
         return ids, missing
+
+    def decode(self, ids: Sequence[int], raw: bool = False, eos: Optional[int] = None) -> str:
+        """Ids → text (:func:`tokens_to_text`), stopping at ``eos``: by default the
+        table's ``<sos/eos>`` id, if it has one."""
+        if self._id_to_token is None:
+            self._id_to_token = {i: t for t, i in self.symbol_table.items()}
+        if eos is None:
+            eos = self.symbol_table.get(EOS_SYMBOL)
+        return tokens_to_text(ids, self._id_to_token, eos, raw)

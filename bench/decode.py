@@ -18,16 +18,27 @@ import argparse
 import logging
 import os
 import time
-from typing import List
+from typing import Dict, List
 
 import torch
 import yaml
 
-from wenet.bin.recognize import decoding_dataset_conf, load_model
+from wenet.bin.recognize import decoding_dataset_conf
 from wenet.dataset.dataset import Dataset
 from wenet.dataset.fbank import FeatureConf
-from wenet.decode.search import DECODE_MODES, decode_batch
+from wenet.decode import MODES, DecodeOptions, decode
+from wenet.models import load_model
 from wenet.utils.file_utils import read_symbol_table
+
+CTC_ATTENTION_MODES = [name for name, mode in MODES.items() if not mode.transducer]
+
+
+@torch.no_grad()
+def decode_one_mode(model: torch.nn.Module, batch: Dict[str, torch.Tensor], mode: str,
+                    options: DecodeOptions) -> None:
+    """What decoding one batch in ``mode`` alone costs: the encoder pass and the search."""
+    encoder_out, encoder_mask = model.encode(batch["feats"], batch["feats_lengths"])
+    decode(model, encoder_out, encoder_mask, [mode], options)
 
 
 def main() -> None:
@@ -39,7 +50,7 @@ def main() -> None:
                    help="as run.sh made the list (its default: shard)")
     p.add_argument("--dict", default="data/lang_char/train_unigram128_units.txt")
     p.add_argument("--bpe_model", default="data/lang_char/train_unigram128.model")
-    p.add_argument("--modes", default=" ".join(DECODE_MODES))
+    p.add_argument("--modes", default=" ".join(CTC_ATTENTION_MODES))
     p.add_argument("--batch_sizes", default="1 16")
     p.add_argument("--beam_size", type=int, default=10)
     p.add_argument("--max_utts", type=int, default=0, help="0: the whole list")
@@ -78,13 +89,12 @@ def main() -> None:
             raise SystemExit(f"no utterance could be read from {args.data_list} "
                              f"(is --data_type {args.data_type} right?)")
         audio = sum(float(b["feats_lengths"].sum()) for b in batches) * frame_shift
+        options = DecodeOptions(beam_size=args.beam_size, ctc_weight=0.5)
         for mode in args.modes.split():
-            decode_batch(model, batches[0]["feats"], batches[0]["feats_lengths"], [mode],
-                         args.beam_size, ctc_weight=0.5)  # warm-up, not timed
+            decode_one_mode(model, batches[0], mode, options)  # warm-up, not timed
             start = time.perf_counter()
             for b in batches:
-                decode_batch(model, b["feats"], b["feats_lengths"], [mode], args.beam_size,
-                             ctc_weight=0.5)
+                decode_one_mode(model, b, mode, options)
             took = time.perf_counter() - start
             rows.append(f"| {mode} | {bs} | {n} | {audio:.1f} | {took / audio:.4f} | "
                         f"{n / took:.2f} |")

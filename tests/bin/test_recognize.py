@@ -1,5 +1,7 @@
 """recognize.py end to end on a tiny random model: batching must not change any hypothesis."""
 import json
+from unittest.mock import Mock
+
 import numpy as np
 import pytest
 import soundfile as sf
@@ -7,6 +9,7 @@ import torch
 import yaml
 
 from wenet.bin.recognize import main as recognize_main
+from wenet.decode import context
 from wenet.models import init_model
 
 MODES = ["ctc_greedy_search", "ctc_prefix_beam_search", "attention", "attention_rescoring"]
@@ -74,6 +77,23 @@ def test_batch_size_does_not_change_hypotheses(setup, tmp_path):
         assert sorted(_read(tmp_path / "b4" / mode / "text")) == one, mode
         non_empty += sum(len(line.split()) > 1 for line in one)
     assert non_empty > 0  # the comparison is not between empty outputs
+
+
+def test_prefix_search_once_per_batch_and_each_mode_as_if_alone(setup, tmp_path, monkeypatch):
+    """Both CTC-prefix modes share one prefix beam search per batch, and each one's text
+    equals what asking for that mode alone writes."""
+    d = setup
+    prefix_search = Mock(wraps=context.ctc_prefix_beam_search)
+    monkeypatch.setattr(context, "ctc_prefix_beam_search", prefix_search)
+    pair = ["ctc_prefix_beam_search", "attention_rescoring"]
+    _run(d, tmp_path / "pair", 2, "--modes", " ".join(pair))
+    assert prefix_search.call_count == 3  # 5 utterances in batches of 2
+    for mode in pair:
+        _run(d, tmp_path / f"{mode}.txt", 2, "--mode", mode)
+        assert _read(tmp_path / f"{mode}.txt") == _read(tmp_path / "pair" / mode / "text")
+    assert prefix_search.call_count == 3 * 3
+    texts = [_read(tmp_path / "pair" / mode / "text") for mode in pair]
+    assert texts[0] != texts[1]  # rescoring changed hypotheses: the modes are told apart
 
 
 def test_single_mode_file_and_raw_output(setup, tmp_path):

@@ -1,5 +1,6 @@
 """recognize.py with the transducer modes on a tiny random model: batching changes nothing."""
 import json
+from unittest.mock import Mock
 
 import numpy as np
 import soundfile as sf
@@ -7,13 +8,14 @@ import torch
 import yaml
 
 from wenet.bin.recognize import main as recognize_main
+from wenet.decode import context
 from wenet.models import init_model
 
 MODES = ["rnnt_greedy_search", "rnnt_beam_search", "rnnt_beam_attn_rescoring"]
 UNITS = ["<blank>", "<unk>", "\u2581", "a", "b", "c", "\u2581d", "<sos/eos>"]
 
 
-def test_transducer_modes_batch_independent(tmp_path):
+def test_transducer_modes_batch_independent(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
     lines = []
     for i, secs in enumerate([0.6, 0.3, 0.45, 0.5]):
@@ -46,7 +48,10 @@ def test_transducer_modes_batch_independent(tmp_path):
         model.joint.out.bias[0] -= 2.0
     torch.save(model.state_dict(), tmp_path / "model.pt")
     texts, greedy_counts = {}, {}
+    beam_search = Mock(wraps=context.rnnt_beam_search)
+    monkeypatch.setattr(context, "rnnt_beam_search", beam_search)
     for bs in (1, 3):
+        beam_search.reset_mock()
         out = tmp_path / f"bs{bs}"
         recognize_main(["--config", str(tmp_path / "train.yaml"),
                         "--test_data", str(tmp_path / "data.list"), "--data_type", "raw",
@@ -55,6 +60,8 @@ def test_transducer_modes_batch_independent(tmp_path):
                         "--batch_size", str(bs), "--max_sym_per_frame", "2",
                         "--transducer_weight", "0.5", "--modes", " ".join(MODES),
                         "--result_dir", str(out)])
+        # one beam search per batch feeds rnnt_beam_search and rnnt_beam_attn_rescoring
+        assert beam_search.call_count == {1: 4, 3: 2}[bs]
         texts[bs] = {m: sorted((out / m / "text").read_text().splitlines()) for m in MODES}
         rec = json.loads((out / "rnnt_greedy_search" / "rtf").read_text())
         greedy_counts[bs] = (rec["joint_evals"], rec["encoder_frames"])

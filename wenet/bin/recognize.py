@@ -1,32 +1,36 @@
 """Recognise a data.list with a trained model, in one or several decoding modes.
 
-One encoder pass per batch feeds every requested mode. ``--mode M --result_file F``
-writes one file (WeNet 2.x); ``--modes "M1 M2 ..." --result_dir D`` writes
-``D/<mode>/text`` for each (what run.sh stage 5 uses). Lines are ``key text``.
+One encoder pass per batch feeds every requested mode (``wenet.decode.decode``).
+``--mode M --result_file F`` writes one file (WeNet 2.x); ``--modes "M1 M2 ..."
+--result_dir D`` writes ``D/<mode>/text`` for each (what run.sh stage 5 uses).
+Lines are ``key text``.
 
-Timing, per mode: the encoder runs once per batch and each mode's search is then
-timed on its own, as if it were the only mode asked for (the CTC log-softmax, and
-for ``attention_rescoring`` the CTC prefix beam search it rescores, count in that
-mode's search, so that search may run twice when both CTC-prefix modes are asked).
-The encoder time is counted in full for every mode, not apportioned:
+Timing, per mode: the encoder runs once per batch and counts in full for every
+mode, not apportioned. Work several modes share (the CTC log-softmax; the CTC
+prefix beam search that ``ctc_prefix_beam_search`` and ``attention_rescoring``
+both use; the transducer beam search of ``rnnt_beam_search`` and
+``rnnt_beam_attn_rescoring``) runs once per batch, is timed once, and counts in
+full in every mode that used it; each mode's own work counts in that mode only:
 
     RTF(mode) = (encoder seconds + that mode's search seconds) / audio seconds
 
-which is what decoding that mode alone would cost. With ``--result_dir`` each mode
-gets ``D/<mode>/rtf``, one JSON line: ``{"mode", "rtf", "encoder_s", "search_s",
-"audio_s", "utterances"}`` (``rtf`` null without audio; transducer modes add
-``encoder_frames`` and, for rnnt_greedy_search, ``joint_evals``). Feature extraction and
-data loading are not counted.
+which is what decoding that mode alone would cost (the modes' search seconds do
+not add up to the wall time). With ``--result_dir`` each mode gets ``D/<mode>/rtf``,
+one JSON line: ``{"mode", "rtf", "encoder_s", "search_s", "audio_s", "utterances"}``
+(``rtf`` null without audio; transducer modes add ``encoder_frames`` and, for
+rnnt_greedy_search, ``joint_evals``). Feature extraction and data loading are not
+counted.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import logging
 import os
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 import torch
 import yaml
@@ -35,10 +39,10 @@ from tqdm import tqdm
 
 from wenet.dataset.dataset import Dataset
 from wenet.dataset.fbank import FeatureConf
-from wenet.decode.transducer_search import TRANSDUCER_MODES, decode_transducer
-from wenet.decode.search import DECODE_MODES, decode_batch, tokens_to_text
-from wenet.utils.file_utils import atomic_write_text, read_symbol_table
-from wenet.models import init_model
+from wenet.dataset.tokenizer import Tokenizer
+from wenet.decode import MODES, DecodeOptions, check_modes, decode
+from wenet.models import load_model
+from wenet.utils.file_utils import atomic_open, atomic_write_text, read_symbol_table
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -51,8 +55,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--dict", required=True, help="units.txt")
     p.add_argument("--bpe_model", default=None, help="sentencepiece model of the units")
     p.add_argument("--gpu", type=int, default=-1, help="GPU index, -1 for CPU")
-    p.add_argument("--mode", default="attention_rescoring",
-                   choices=list(DECODE_MODES) + list(TRANSDUCER_MODES))
+    p.add_argument("--mode", default="attention_rescoring", choices=list(MODES))
     p.add_argument("--modes", default=None,
                    help="several modes, space-separated (needs --result_dir)")
     p.add_argument("--result_file", default=None, help="output of --mode")
@@ -61,7 +64,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--penalty", type=float, default=0.0,
                    help="attention beam search length normalisation exponent")
-    p.add_argument("--ctc_weight", type=float, default=0.0, help="CTC weight in rescoring")
+    p.add_argument("--ctc_weight", type=float, default=0.0,
+                   help="attention_rescoring: weight of the CTC prefix score")
     p.add_argument("--reverse_weight", type=float, default=0.0,
                    help="right-to-left decoder weight in rescoring")
     p.add_argument("--decoding_chunk_size", type=int, default=-1,
@@ -96,30 +100,75 @@ def decoding_dataset_conf(dataset_conf: dict, batch_size: int) -> dict:
     return conf
 
 
-def load_model(configs: dict, checkpoint: Optional[str], device: torch.device) -> torch.nn.Module:
-    """init_model + the checkpoint's weights (strict), in eval mode on ``device``."""
-    model = init_model(configs)
-    if checkpoint:
-        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-        model.load_state_dict(state)
-        logging.info("loaded %s", checkpoint)
-    else:
-        logging.warning("no checkpoint given: decoding with a RANDOMLY INITIALISED model")
-    return model.to(device).eval()
+def decode_options(args: argparse.Namespace) -> DecodeOptions:
+    """The search settings of the command line (``--blank_skip_threshold`` <= 0: off)."""
+    return DecodeOptions(
+        beam_size=args.beam_size, ctc_weight=args.ctc_weight,
+        transducer_weight=args.transducer_weight, reverse_weight=args.reverse_weight,
+        length_penalty=args.penalty, max_sym_per_frame=args.max_sym_per_frame,
+        blank_skip_threshold=args.blank_skip_threshold if args.blank_skip_threshold > 0 else None)
 
 
-class _EncodedModel:
-    """Stands in for the model in ``decode_batch`` with an encoder output already computed."""
+def _requested_modes(args: argparse.Namespace) -> List[str]:
+    """The modes to decode, after checking the options that go with them."""
+    modes = args.modes.split() if args.modes else [args.mode]
+    if args.modes and not args.result_dir:
+        raise ValueError("--modes needs --result_dir")
+    if not args.modes and not (args.result_file or args.result_dir):
+        raise ValueError("--mode needs --result_file (or --result_dir)")
+    if args.simulate_streaming and args.batch_size != 1:
+        raise ValueError("--simulate_streaming decodes one utterance at a time: --batch_size 1")
+    check_modes(modes)
+    return modes
 
-    def __init__(self, model: torch.nn.Module, encoded: Tuple[torch.Tensor, torch.Tensor]) -> None:
-        self._model = model
-        self._encoded = encoded
 
-    def encode(self, *args: Any, **kwargs: Any) -> Tuple[torch.Tensor, torch.Tensor]:
-        return self._encoded
+class _Totals:
+    """What the batches add up to: audio, utterances, encoder and per-mode search time
+    (``search_wall_s``: the searches' wall time, shared work once)."""
 
-    def __getattr__(self, name: str) -> Any:  # ctc_logprobs, decoder, sos, eos
-        return getattr(self._model, name)
+    def __init__(self, modes: List[str]) -> None:
+        self.encoder_s, self.audio_s, self.utterances = 0.0, 0.0, 0
+        self.search_wall_s = 0.0
+        self.search_s = {m: 0.0 for m in modes}
+        self.counts: Dict[str, Dict[str, int]] = {m: {} for m in modes}
+
+
+def _sync(device: torch.device) -> None:
+    """Wait for the GPU, so that the encoder time covers the work queued on it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _decode_all(args: argparse.Namespace, model: torch.nn.Module, loader: DataLoader,
+                tokenizer: Tokenizer, outs: Dict[str, Any], frame_shift_ms: float,
+                device: torch.device) -> _Totals:
+    """Encode each batch once, decode it in every mode, write its lines; sum the times."""
+    modes, options = list(outs), decode_options(args)
+    totals = _Totals(modes)
+    with tqdm(desc="recognize", unit="utt") as bar:
+        for batch in loader:
+            feats, lens = batch["feats"].to(device), batch["feats_lengths"].to(device)
+            start = time.perf_counter()
+            with torch.no_grad():
+                encoder_out, encoder_mask = model.encode(
+                    feats, lens, args.decoding_chunk_size, args.num_decoding_left_chunks,
+                    args.simulate_streaming)
+            _sync(device)
+            totals.encoder_s += time.perf_counter() - start
+            start = time.perf_counter()
+            results = decode(model, encoder_out, encoder_mask, modes, options)
+            totals.search_wall_s += time.perf_counter() - start
+            for m, result in results.items():
+                totals.search_s[m] += result.seconds
+                for key, n in result.counts.items():
+                    totals.counts[m][key] = totals.counts[m].get(key, 0) + n
+                for key, hyp in zip(batch["keys"], result.hyps):
+                    text = tokenizer.decode(hyp, raw=args.raw_output, eos=model.eos)
+                    outs[m].write(f"{key} {text}".rstrip() + "\n")
+            totals.audio_s += float(batch["feats_lengths"].sum()) * frame_shift_ms / 1000.0
+            totals.utterances += len(batch["keys"])
+            bar.update(len(batch["keys"]))
+    return totals
 
 
 def _rtf_record(mode: str, encoder_s: float, search_s: float, audio_s: float,
@@ -130,88 +179,17 @@ def _rtf_record(mode: str, encoder_s: float, search_s: float, audio_s: float,
             "search_s": round(search_s, 6), "audio_s": round(audio_s, 6), "utterances": num_utts}
 
 
-def recognize(args: argparse.Namespace) -> Dict[str, Any]:
-    """Decode ``args.test_data`` and write the result files; returns timing figures."""
-    modes = args.modes.split() if args.modes else [args.mode]
-    if args.modes and not args.result_dir:
-        raise ValueError("--modes needs --result_dir")
-    if not args.modes and not (args.result_file or args.result_dir):
-        raise ValueError("--mode needs --result_file (or --result_dir)")
-    if args.simulate_streaming and args.batch_size != 1:
-        raise ValueError("--simulate_streaming decodes one utterance at a time: --batch_size 1")
-    with open(args.config, "r", encoding="utf-8") as f:
-        configs = yaml.safe_load(f)
-    device = torch.device(f"cuda:{args.gpu}" if args.gpu >= 0 else "cpu")
-    model = load_model(configs, args.checkpoint, device)
-    symbols = read_symbol_table(args.dict)
-    char_dict = {i: t for t, i in symbols.items()}
-    conf = decoding_dataset_conf(configs.get("dataset_conf", {}), args.batch_size)
-    frame_shift_ms = FeatureConf.from_dataset_conf(conf).frame_shift
-    dataset = Dataset(args.data_type, args.test_data, symbols, conf, args.bpe_model,
-                      partition=False, training=False)
-    loader = DataLoader(dataset, batch_size=None, num_workers=args.num_workers)
-
-    paths = {m: (os.path.join(args.result_dir, m, "text") if args.result_dir
-                 else args.result_file) for m in modes}
-    outs = {}
-    for m, path in paths.items():
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        outs[m] = open(f"{path}.tmp", "w", encoding="utf-8")
-    skip = args.blank_skip_threshold if args.blank_skip_threshold > 0 else None
-    encoder_s, audio_s, num_utts = 0.0, 0.0, 0
-    search_s = {m: 0.0 for m in modes}
-    search_stats: Dict[str, Dict[str, int]] = {m: {} for m in modes if m in TRANSDUCER_MODES}
-
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-    try:
-        with tqdm(desc="recognize", unit="utt") as bar:
-            for batch in loader:
-                feats = batch["feats"].to(device)
-                lens = batch["feats_lengths"].to(device)
-                start = time.perf_counter()
-                with torch.no_grad():
-                    encoded = model.encode(feats, lens, args.decoding_chunk_size,
-                                           args.num_decoding_left_chunks, args.simulate_streaming)
-                sync()
-                encoder_s += time.perf_counter() - start
-                stand_in = _EncodedModel(model, encoded)
-                hyps = {}
-                for m in modes:
-                    start = time.perf_counter()
-                    if m in TRANSDUCER_MODES:
-                        hyps[m] = decode_transducer(model, *encoded, m, args.beam_size,
-                                                    args.max_sym_per_frame,
-                                                    args.transducer_weight, args.reverse_weight,
-                                                    search_stats[m])
-                    else:
-                        hyps[m] = decode_batch(
-                            stand_in, feats, lens, [m], args.beam_size, args.ctc_weight,
-                            args.reverse_weight, args.penalty, args.decoding_chunk_size,
-                            args.num_decoding_left_chunks, args.simulate_streaming, skip)[m]
-                    sync()
-                    search_s[m] += time.perf_counter() - start
-                audio_s += float(batch["feats_lengths"].sum()) * frame_shift_ms / 1000.0
-                for m in modes:
-                    for key, hyp in zip(batch["keys"], hyps[m]):
-                        text = tokens_to_text(hyp, char_dict, model.eos, raw=args.raw_output)
-                        outs[m].write(f"{key} {text}".rstrip() + "\n")
-                num_utts += len(batch["keys"])
-                bar.update(len(batch["keys"]))
-    finally:
-        for f in outs.values():
-            f.close()
-    for m, path in paths.items():
-        os.replace(f"{path}.tmp", path)
-    decode_s = encoder_s + sum(search_s.values())
+def _report(totals: _Totals, modes: List[str], result_dir: Optional[str]) -> Dict[str, Any]:
+    """Log the timing, write ``<mode>/rtf`` under ``result_dir``; the figures as a dict."""
+    encoder_s, audio_s = totals.encoder_s, totals.audio_s
+    decode_s = encoder_s + totals.search_wall_s
     rtf = decode_s / audio_s if audio_s > 0 else float("nan")
     logging.info("decoded %d utterances (%.1f s of audio) in %.2f s with %s: RTF %.4f "
-                 "(encoder %.2f s, once for all modes)", num_utts, audio_s, decode_s,
+                 "(encoder %.2f s, once for all modes)", totals.utterances, audio_s, decode_s,
                  " ".join(modes), rtf, encoder_s)
-    per_mode = {m: _rtf_record(m, encoder_s, search_s[m], audio_s, num_utts) for m in modes}
-    for m, counts in search_stats.items():
+    per_mode = {m: _rtf_record(m, encoder_s, totals.search_s[m], audio_s, totals.utterances)
+                for m in modes}
+    for m, counts in totals.counts.items():
         per_mode[m].update(counts)
         if "joint_evals" in counts:
             logging.info("%s: %d joint evaluations over %d encoder frames (%.3f per frame)", m,
@@ -220,12 +198,36 @@ def recognize(args: argparse.Namespace) -> Dict[str, Any]:
     for m, rec in per_mode.items():
         logging.info("RTF %-24s %s (encoder %.2f s + search %.2f s over %.1f s of audio)", m,
                      "n/a" if rec["rtf"] is None else f"{rec['rtf']:.4f}", encoder_s,
-                     search_s[m], audio_s)
-        if args.result_dir:
-            atomic_write_text(os.path.join(args.result_dir, m, "rtf"),
+                     totals.search_s[m], audio_s)
+        if result_dir:
+            atomic_write_text(os.path.join(result_dir, m, "rtf"),
                               json.dumps(rec, sort_keys=True) + "\n")
-    return {"utterances": num_utts, "audio_s": audio_s, "decode_s": decode_s, "rtf": rtf,
-            "encoder_s": encoder_s, "modes": per_mode}
+    return {"utterances": totals.utterances, "audio_s": audio_s, "decode_s": decode_s,
+            "rtf": rtf, "encoder_s": encoder_s, "modes": per_mode}
+
+
+def recognize(args: argparse.Namespace) -> Dict[str, Any]:
+    """Decode ``args.test_data`` and write the result files; returns timing figures."""
+    modes = _requested_modes(args)
+    with open(args.config, "r", encoding="utf-8") as f:
+        configs = yaml.safe_load(f)
+    device = torch.device(f"cuda:{args.gpu}" if args.gpu >= 0 else "cpu")
+    model = load_model(configs, args.checkpoint, device)
+    conf = decoding_dataset_conf(configs.get("dataset_conf", {}), args.batch_size)
+    frame_shift_ms = FeatureConf.from_dataset_conf(conf).frame_shift
+    tokenizer = Tokenizer(read_symbol_table(args.dict))
+    dataset = Dataset(args.data_type, args.test_data, tokenizer.symbol_table, conf,
+                      args.bpe_model, partition=False, training=False)
+    loader = DataLoader(dataset, batch_size=None, num_workers=args.num_workers)
+    paths = {m: (os.path.join(args.result_dir, m, "text") if args.result_dir
+                 else args.result_file) for m in modes}
+    with contextlib.ExitStack() as stack:  # every text file appears whole, or not at all
+        outs = {}
+        for m, path in paths.items():
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            outs[m] = stack.enter_context(atomic_open(path))
+        totals = _decode_all(args, model, loader, tokenizer, outs, frame_shift_ms, device)
+    return _report(totals, modes, args.result_dir)
 
 
 def main(argv: Optional[List[str]] = None) -> None:

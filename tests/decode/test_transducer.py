@@ -5,30 +5,8 @@ import math
 import pytest
 import torch
 
-from wenet.decode.transducer_search import rnnt_beam_search, rnnt_greedy_search
-from wenet.models import init_model
-
-VOCAB = 6  # blank, 4 labels, sos/eos
-
-
-def _model(predictor="stateless", durations=(), seed=0, big_bias=0.0):
-    torch.manual_seed(seed)
-    conf = {"encoder": "transformer",
-            "encoder_conf": {"output_size": 16, "attention_heads": 2, "linear_units": 16,
-                             "num_blocks": 1, "dropout_rate": 0.0},
-            "model": "transducer", "predictor": predictor,
-            "predictor_conf": ({"embed_size": 12, "context_size": 2} if predictor == "stateless"
-                               else {"embed_size": 12, "hidden_size": 12, "output_size": 12,
-                                     "num_layers": 2, "dropout": 0.0}),
-            "joint_conf": {"join_dim": 16},
-            "model_conf": {"big_blank_durations": list(durations)},
-            "input_dim": 8, "output_dim": VOCAB, "cmvn_file": None}
-    model = init_model(conf).eval().requires_grad_(False)
-    with torch.no_grad():
-        model.joint.out.weight.mul_(3.0)  # peakier outputs: hypotheses with labels
-        for i in model.big_blank_ids():
-            model.joint.out.bias[i] += big_bias
-    return model
+from tests.decode.toys import tiny_transducer
+from wenet.decode.transducer import rnnt_beam_search, rnnt_greedy_search
 
 
 def _enc(B, T, seed):
@@ -68,7 +46,7 @@ def _reference_greedy(model, enc, max_sym):
 
 @pytest.mark.parametrize("predictor,max_sym", [("stateless", 1), ("stateless", 3), ("lstm", 2)])
 def test_greedy_equals_reference_loop_and_batch_one(predictor, max_sym):
-    model = _model(predictor)
+    model = tiny_transducer(predictor)
     enc = _enc(4, 12, seed=1)
     lens = torch.tensor([12, 7, 10, 3])
     batch = rnnt_greedy_search(model, enc, lens, max_sym)
@@ -87,7 +65,7 @@ def test_greedy_equals_reference_loop_and_batch_one(predictor, max_sym):
 
 
 def test_multiblank_greedy_skips_frames():
-    model = _model(durations=(2, 4), big_bias=3.0)
+    model = tiny_transducer(durations=(2, 4), big_bias=3.0)
     enc = _enc(3, 20, seed=2)
     lens = torch.tensor([20, 15, 9])
     res = rnnt_greedy_search(model, enc, lens, max_sym_per_frame=2)
@@ -134,7 +112,7 @@ def _exact_scores(model, enc):
 
 def test_beam_search_without_pruning_is_exact():
     """With a beam wider than all hypotheses, merged scores are exact sums over alignments."""
-    model = _model(seed=3)
+    model = tiny_transducer(seed=3)
     enc = _enc(1, 3, seed=3)
     exact = _exact_scores(model, enc[0])
     nbest = rnnt_beam_search(model, enc, torch.tensor([3]), beam_size=10 ** 4)[0]
@@ -146,7 +124,7 @@ def test_beam_search_without_pruning_is_exact():
 
 @pytest.mark.parametrize("seed", range(4))
 def test_beam_at_least_greedy_and_batch_independent(seed):
-    model = _model("lstm" if seed % 2 else "stateless", seed=seed)
+    model = tiny_transducer("lstm" if seed % 2 else "stateless", seed=seed)
     enc = _enc(4, 10, seed=10 + seed)
     lens = torch.tensor([10, 6, 9, 4])
     greedy = rnnt_greedy_search(model, enc, lens, max_sym_per_frame=1)

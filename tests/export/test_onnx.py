@@ -3,7 +3,7 @@
 TorchScript (export_jit.py): a runtime-style decode through the scripted
 methods (forward_encoder_chunk, ctc_activation, forward_attention_decoder)
 gives the same ctc_greedy_search and attention_rescoring hypotheses as the
-eager searches of wenet/decode/search.py on utterances of several
+eager searches of wenet/decode/ on utterances of several
 lengths. ONNX (export_onnx.py): the streaming encoder run chunk by chunk in
 onnxruntime, the CTC head and the rescoring decoder match eager to 1e-4.
 
@@ -20,8 +20,9 @@ import torch
 import yaml
 
 from wenet.bin import export_jit, export_onnx
-from wenet.decode.search import (attention_rescoring, ctc_greedy_search,
-                                      ctc_prefix_beam_search, decode_batch)
+from wenet.decode import DecodeOptions, decode
+from wenet.decode.attention import attention_rescoring
+from wenet.decode.ctc import ctc_greedy_search, ctc_prefix_beam_search
 from wenet.models import init_model
 from tests.export.test_jit import front_end_of  # the hand-counted (rate, right context) per config
 
@@ -173,11 +174,11 @@ def test_export_jit_decodes_like_eager(tmp_path, conf_name, chunk_size):
             # eager reference, one utterance at a time as a runtime decodes (the
             # non-causal conformer's output depends on batch padding by ~1e-2)
             feats, lens = xs.unsqueeze(0), torch.tensor([xs.size(0)])
-            eager = decode_batch(model, feats, lens, ["ctc_greedy_search", "attention_rescoring"],
-                                 beam_size=BEAM, ctc_weight=CTC_WEIGHT,
-                                 reverse_weight=reverse_weight, decoding_chunk_size=chunk_size,
-                                 num_decoding_left_chunks=left)
             enc, mask = model.encode(feats, lens, chunk_size, left)
+            options = DecodeOptions(beam_size=BEAM, ctc_weight=CTC_WEIGHT,
+                                    reverse_weight=reverse_weight)
+            eager = {m: r.hyps for m, r in decode(
+                model, enc, mask, ["ctc_greedy_search", "attention_rescoring"], options).items()}
             nbests = ctc_prefix_beam_search(model.ctc_logprobs(enc), mask.sum((1, 2)), BEAM)
             (_, eager_score), = attention_rescoring(model.decoder, enc, mask, nbests, model.sos,
                                                     model.eos, CTC_WEIGHT, reverse_weight)

@@ -4,7 +4,7 @@ import copy
 import pytest
 import torch
 
-from wenet.decode.transducer_search import rnnt_greedy_search
+from wenet.decode.transducer import rnnt_greedy_search
 from wenet.models import init_model
 
 VOCAB = 7

@@ -216,6 +216,40 @@ def _read_json(path: str) -> Optional[dict]:
         return None
 
 
+def _start_plan(data_root: str, digest: str, config: dict) -> None:
+    """Keep what ``data_root`` holds when its plan.json has this ``digest``; otherwise
+    remove the audio, lists and markers of another plan and write this one."""
+    plan_file = os.path.join(data_root, "plan.json")
+    old_plan = _read_json(plan_file)
+    if old_plan is not None and old_plan.get("hash") == digest:
+        return
+    if os.path.exists(os.path.join(data_root, "wav")):
+        logger.info("%s holds audio of other or unknown parameters; removing it", data_root)
+    for name in ("wav", "lists"):
+        shutil.rmtree(os.path.join(data_root, name), ignore_errors=True)
+    for name in ("COMPLETE", "manifest.json"):
+        if os.path.exists(os.path.join(data_root, name)):
+            os.remove(os.path.join(data_root, name))
+    atomic_write_text(plan_file, json.dumps({"hash": digest, "config": config}, indent=1) + "\n")
+
+
+def _synthesise(jobs: List[tuple], nj: int) -> Dict[str, int]:
+    """Write the WAV of every (record, path) job with ``nj`` processes → {utt: samples}."""
+    lengths: Dict[str, int] = {}
+    if nj > 1 and len(jobs) > 1:
+        with multiprocessing.get_context("fork").Pool(nj, initializer=_init_worker) as pool:
+            for utt, n in tqdm(pool.imap_unordered(_make_one, jobs, chunksize=4),
+                               total=len(jobs), desc="synth", unit="utt",
+                               mininterval=1.0):
+                lengths[utt] = n
+    else:
+        _init_worker()
+        for job in tqdm(jobs, desc="synth", unit="utt", mininterval=1.0):
+            utt, n = _make_one(job)
+            lengths[utt] = n
+    return lengths
+
+
 def generate_corpus(data_root: str, seed: int, sizes: Dict[str, int], nj: int = 1) -> int:
     """Build (or finish) the corpus in ``data_root``; returns the number of WAVs written."""
     for subset in SETS:
@@ -225,19 +259,7 @@ def generate_corpus(data_root: str, seed: int, sizes: Dict[str, int], nj: int = 
     digest = config_hash(config)
     os.makedirs(data_root, exist_ok=True)
     marker = os.path.join(data_root, "COMPLETE")
-    plan_file = os.path.join(data_root, "plan.json")
-    old_plan = _read_json(plan_file)
-    if old_plan is None or old_plan.get("hash") != digest:
-        if os.path.exists(os.path.join(data_root, "wav")):
-            logger.info("%s holds audio of other or unknown parameters; removing it", data_root)
-        for name in ("wav", "lists"):
-            shutil.rmtree(os.path.join(data_root, name), ignore_errors=True)
-        for name in ("COMPLETE", "manifest.json"):
-            if os.path.exists(os.path.join(data_root, name)):
-                os.remove(os.path.join(data_root, name))
-        old_plan = None
-    if old_plan is None:
-        atomic_write_text(plan_file, json.dumps({"hash": digest, "config": config}, indent=1) + "\n")
+    _start_plan(data_root, digest, config)
 
     records = plan_corpus(seed, sizes)
     manifest = _read_json(os.path.join(data_root, "manifest.json")) or {}
@@ -255,18 +277,7 @@ def generate_corpus(data_root: str, seed: int, sizes: Dict[str, int], nj: int = 
     for subset in SETS:
         os.makedirs(os.path.join(data_root, "wav", subset), exist_ok=True)
     jobs = [(r, wav_path(data_root, r)) for r in todo]
-    lengths: Dict[str, int] = {}
-    if nj > 1 and len(jobs) > 1:
-        with multiprocessing.get_context("fork").Pool(nj, initializer=_init_worker) as pool:
-            for utt, n in tqdm(pool.imap_unordered(_make_one, jobs, chunksize=4),
-                               total=len(jobs), desc="synth", unit="utt",
-                               mininterval=1.0):
-                lengths[utt] = n
-    else:
-        _init_worker()
-        for job in tqdm(jobs, desc="synth", unit="utt", mininterval=1.0):
-            utt, n = _make_one(job)
-            lengths[utt] = n
+    lengths = _synthesise(jobs, nj)
     for r in records:
         n = lengths.get(r["utt"], known.get(r["utt"]))
         if n is None:  # reused from an interrupted run: the header tells the length

@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import IterableDataset, get_worker_info
 
-from wenet.dataset import processor
+from wenet.dataset import processor, sources
 from wenet.dataset.fbank import FBANK_CONF_KEYS, FeatureConf
 from wenet.dataset.stats import PipelineStats
 from wenet.dataset.tokenizer import Tokenizer
@@ -258,9 +258,9 @@ class Dataset(IterableDataset):
         """The stages up to fbank: list items → samples with ``feat`` and ``label``."""
         conf, train = self.conf, self.training
         if self.data_type == "shard":
-            data = processor.shard_samples(items, stats)
+            data = sources.shard_samples(items, stats)
         else:
-            data = processor.raw_samples(items, stats)
+            data = sources.raw_samples(items, stats)
         data = processor.check_audio(data, stats)
         data = processor.tokenize(data, self.tokenizer, stats)
         data = processor.filter_samples(data, stats, **_sub(conf, "filter_conf"))

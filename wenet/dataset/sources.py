@@ -1,0 +1,168 @@
+"""Where the data pipeline's samples come from: tar shards and raw data.list lines.
+
+A shard is read as a stream (a local path or an http(s) URL); its members are
+grouped by key into ``{key, src, txt, wav, sample_rate}`` samples. A raw list
+line is a JSON object whose ``wav`` is a wav.scp value, optionally cut by
+``start``/``end``. As in every stage, bad data is skipped and counted in a
+``PipelineStats`` with a warning that names the utterance and where it came from.
+"""
+from __future__ import annotations
+
+import json
+import tarfile
+import urllib.request
+from typing import BinaryIO, Dict, Iterable, Iterator, Optional, Tuple
+
+from wenet.dataset.audio import AudioError, decode_audio, load_audio
+from wenet.dataset.stats import PipelineStats
+
+Sample = Dict[str, object]
+ListItem = Tuple[str, str]  # (where: "data.list:LINE", the line's text)
+
+AUDIO_EXTENSIONS = frozenset({"wav", "flac"})
+# Audio that soundfile may or may not decode depending on its build: refused, counted.
+UNSUPPORTED_AUDIO_EXTENSIONS = frozenset({"mp3", "m4a", "ogg", "opus", "wma", "aac", "sph"})
+
+
+def open_stream(src: str) -> BinaryIO:
+    """A readable binary stream for a shard path or an http(s) URL (streamed, not downloaded)."""
+    if "://" in src:
+        scheme = src.split("://", 1)[0].lower()
+        if scheme not in ("http", "https"):
+            raise ValueError(f"unsupported URL scheme '{scheme}' (local paths, http, https)")
+        return urllib.request.urlopen(src, timeout=60)
+    return open(src, "rb")
+
+
+def _finish_group(group: Sample, stats: PipelineStats) -> Optional[Sample]:
+    """A complete sample from one shard group, or None (counted) when it is unusable."""
+    key, src = group["key"], group["src"]
+    if "bad_audio_ext" in group and "audio" not in group:
+        stats.warn("unsupported_audio_format",
+                   f"utterance {key} in {src}: audio format '{group['bad_audio_ext']}' "
+                   f"is not supported (wav, flac)")
+        return None
+    if "txt" not in group:
+        stats.warn("missing_transcript", f"utterance {key} in {src}: no {key}.txt member")
+        return None
+    if "audio" not in group:
+        stats.warn("missing_audio", f"utterance {key} in {src}: no audio member")
+        return None
+    try:
+        txt = group["txt"].decode("utf-8").strip()
+    except UnicodeDecodeError as e:
+        stats.warn("bad_transcript", f"utterance {key} in {src}: transcript is not UTF-8: {e}")
+        return None
+    if not txt:
+        stats.warn("empty_transcript", f"utterance {key} in {src}: empty transcript")
+        return None
+    try:
+        wav, rate = decode_audio(group["audio"], f"{key} in {src}")
+    except AudioError as e:
+        stats.warn("audio_decode_error", str(e))
+        return None
+    return {"key": key, "src": src, "txt": txt, "wav": wav, "sample_rate": rate}
+
+
+def _member_key(member: tarfile.TarInfo, src: str, stats: PipelineStats) -> Optional[Tuple[str, str]]:
+    """(utterance key, lower-case extension) of a shard member, or None (counted) for a
+    member that is not a regular file, has an unsafe name or no extension."""
+    name = member.name
+    if not member.isfile():
+        stats.warn("non_file_member", f"shard {src}: member {name} is not a file, ignored")
+        return None
+    if name.startswith("/") or ".." in name.replace("\\", "/").split("/"):
+        stats.warn("unsafe_member_name", f"shard {src}: member name {name!r} is "
+                   "absolute or contains '..', ignored")
+        return None
+    base = name.rsplit("/", 1)[-1]
+    dot = base.rfind(".")
+    if dot <= 0:
+        stats.warn("unknown_member", f"shard {src}: member {name} has no extension, ignored")
+        return None
+    return base[:dot], base[dot + 1:].lower()
+
+
+def _tar_samples(src: str, stream: BinaryIO, stats: PipelineStats) -> Iterator[Sample]:
+    """Read one tar shard as a stream, grouping consecutive members by key.
+
+    Members are only read into memory; nothing is ever extracted to disk, so
+    absolute or ``..`` names are harmless, but they are refused and counted.
+    """
+    try:
+        tar = tarfile.open(fileobj=stream, mode="r|")
+    except (tarfile.TarError, OSError, EOFError) as e:
+        stats.warn("shard_unreadable", f"shard {src} is not a readable tar: {e}")
+        return
+    group: Optional[Sample] = None
+    name = "<start>"
+    try:
+        for member in tar:
+            name = member.name
+            key_ext = _member_key(member, src, stats)
+            if key_ext is None:
+                continue
+            key, ext = key_ext
+            if group is None or group["key"] != key:
+                if group is not None:
+                    sample = _finish_group(group, stats)
+                    if sample is not None:
+                        yield sample
+                group = {"key": key, "src": src}
+            fobj = tar.extractfile(member)
+            data = fobj.read() if fobj is not None else b""
+            if ext == "txt":
+                group["txt"] = data
+            elif ext in AUDIO_EXTENSIONS:
+                group["audio"] = data
+            elif ext in UNSUPPORTED_AUDIO_EXTENSIONS:
+                group["bad_audio_ext"] = ext
+            else:
+                stats.warn("unknown_member", f"shard {src}: member {name} is neither "
+                           "transcript nor audio, ignored")
+    except (tarfile.TarError, OSError, EOFError) as e:
+        lost = f"; utterance {group['key']} lost" if group is not None else ""
+        stats.warn("shard_truncated", f"shard {src} is truncated or corrupt at member {name}: "
+                   f"{e}{lost}")
+        return
+    if group is not None:
+        sample = _finish_group(group, stats)
+        if sample is not None:
+            yield sample
+
+
+def shard_samples(items: Iterable[ListItem], stats: PipelineStats) -> Iterator[Sample]:
+    """Samples from tar shards named in data.list lines (paths or http(s) URLs)."""
+    for where, src in items:
+        try:
+            stream = open_stream(src)
+        except (OSError, ValueError) as e:
+            stats.warn("shard_unreadable", f"{where}: cannot open shard {src}: {e}")
+            continue
+        try:
+            yield from _tar_samples(src, stream, stats)
+        finally:
+            stream.close()
+
+
+def raw_samples(items: Iterable[ListItem], stats: PipelineStats) -> Iterator[Sample]:
+    """Samples from raw data.list lines: JSON ``{"key","wav","txt"[,"start","end"]}``."""
+    for where, line in items:
+        try:
+            obj = json.loads(line)
+            key, spec, txt = str(obj["key"]), str(obj["wav"]), str(obj["txt"]).strip()
+            start = float(obj.get("start", 0.0))
+            end = obj.get("end")
+            end = None if end is None else float(end)
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            stats.warn("bad_list_line", f"{where}: not a JSON object with key, wav, txt: {e}")
+            continue
+        if not txt:
+            stats.warn("empty_transcript", f"utterance {key} ({where}): empty transcript")
+            continue
+        try:
+            wav, rate = load_audio(spec, start, end)
+        except AudioError as e:
+            stats.warn("audio_decode_error", f"utterance {key} ({where}): {e}")
+            continue
+        yield {"key": key, "src": where, "txt": txt, "wav": wav, "sample_rate": rate}

@@ -138,3 +138,14 @@ def test_batch_one_equals_batch_eight_all_modes():
                 assert [s for _, s in got] == pytest.approx([s for _, s in ref], abs=1e-5)
             else:
                 assert got[0] == ref[0] and got[1] == pytest.approx(ref[1], abs=1e-4)
+
+
+def test_reverse_weight_without_right_to_left_decoder_is_named():
+    from wenet.transformer.decoder import TransformerDecoder
+    V, sos = 7, 6
+    dec = TransformerDecoder(V, 8, attention_heads=2, linear_units=16, num_blocks=1).eval()
+    enc, mask = encoder_output(1, 9, 8, [9], 5)
+    nbests = [[((1, 2), -1.0)]]
+    assert attention_rescoring(dec, enc, mask, nbests, sos, sos, 0.5, 0.0)[0][0] == [1, 2]
+    with pytest.raises(ValueError, match="needs a right-to-left decoder.*TransformerDecoder"):
+        attention_rescoring(dec, enc, mask, nbests, sos, sos, 0.5, 0.3)

@@ -123,6 +123,9 @@ def score_hyps(decoder, encoder_out: torch.Tensor, encoder_mask: torch.Tensor,
     memory = encoder_out.index_select(0, utt_index)
     memory_mask = encoder_mask.index_select(0, utt_index)
     l_x, r_x, _ = decoder(memory, memory_mask, ys_in, lens + 1, r_ys_in, reverse_weight)
+    if reverse_weight > 0 and r_x.dim() != 3:
+        raise ValueError(f"reverse_weight {reverse_weight} needs a right-to-left decoder "
+                         f"(decoder: bitransformer); {type(decoder).__name__} has none")
     positions = make_non_pad_mask(lens + 1, L).float()  # hyp tokens and the final eos
 
     def seq_score(logits: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:

@@ -28,7 +28,7 @@ class AudioError(RuntimeError):
     """Audio that cannot be read or decoded; the message names the source."""
 
 
-def sphere_header(data: bytes) -> Dict[str, str]:
+def _sphere_header(data: bytes) -> Dict[str, str]:
     """The ``name -type value`` fields of a NIST SPHERE header, values as text;
     ``{}`` when ``data`` is not SPHERE."""
     if not data.startswith(SPHERE_MAGIC):
@@ -64,7 +64,7 @@ def read_audio_bytes(spec: str) -> bytes:
 
 def decode_audio(data: bytes, name: str = "<bytes>") -> Tuple[torch.Tensor, int]:
     """Decode WAV/FLAC/OGG/SPHERE bytes → (float32 tensor (channels, samples) in [-1, 1], rate)."""
-    coding = sphere_header(data).get("sample_coding", "")
+    coding = _sphere_header(data).get("sample_coding", "")
     if "shorten" in coding.lower():
         raise AudioError(f"{name}: shorten-compressed NIST SPHERE (sample_coding {coding}), which "
                          "libsndfile cannot decode: install sph2pipe (e.g. from Kaldi's tools/) "

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from typing import Dict
 
 logger = logging.getLogger(__name__)
 
@@ -45,13 +44,6 @@ class PipelineStats:
             logger.warning("%s: %s [%s]", self.where, message, reason)
         if seen == self.max_warnings:
             logger.warning("%s: further '%s' warnings are only counted", self.where, reason)
-
-    def as_dict(self) -> Dict[str, int]:
-        """Counts by reason, plus delivered utterances and batches."""
-        out = dict(self.counts)
-        out["delivered_utterances"] = self.utterances
-        out["delivered_batches"] = self.batches
-        return out
 
     def log_summary(self) -> None:
         """Log the pass summary: delivered totals, then every skip/repair reason."""

@@ -117,7 +117,7 @@ if run_stage 1; then
     rm -rf "${feat_dir:?}/${x}"
     cp -r "data/${x}" "${feat_dir}/${x}"
   done
-  python tools/compute_cmvn_stats.py --num_workers "${nj}" --train_config "${train_config}" \
+  python tools/compute_cmvn_stats.py --nj "${nj}" --train_config "${train_config}" \
     --in_scp "data/${train_set}/wav.scp" --out_cmvn "${feat_dir}/${train_set}/global_cmvn"
   stage_done 1
 fi
@@ -143,7 +143,7 @@ if run_stage 3; then
     [ -f "${feat_dir}/${x}/segments" ] && seg=(--segments "${feat_dir}/${x}/segments")
     if [ "${data_type}" = shard ]; then
       python tools/make_shard_list.py --num_utts_per_shard "${num_utts_per_shard}" \
-        --num_threads "${nj}" "${seg[@]}" "${feat_dir}/${x}/wav.scp" "${feat_dir}/${x}/text" \
+        --nj "${nj}" "${seg[@]}" "${feat_dir}/${x}/wav.scp" "${feat_dir}/${x}/text" \
         "$(realpath -m "${feat_dir}/${x}/shards")" "${feat_dir}/${x}/data.list"
     else
       python tools/make_raw_list.py "${seg[@]}" "${feat_dir}/${x}/wav.scp" \
@@ -164,7 +164,7 @@ if run_stage 4; then
   done
   tools/launch_train.sh --num_nodes "${num_nodes}" --node_rank "${node_rank}" \
     --num_cpu_workers "${num_cpu_workers}" --init_method "${init_method}" -- \
-    --config "${train_config}" --data_type "${data_type}" --symbol_table "${dict}" \
+    --config "${train_config}" --data_type "${data_type}" --dict "${dict}" \
     --bpe_model "${bpemodel}.model" --prefetch "${prefetch}" \
     --train_data "${feat_dir}/${train_set}/data.list" --cv_data "${feat_dir}/${dev_set}/data.list" \
     ${checkpoint:+--checkpoint "${checkpoint}"} --model_dir "${dir}" \

@@ -260,3 +260,43 @@ def test_use_amp_auto_is_bf16_only_where_the_cpu_has_it(monkeypatch, avx512_bf16
     assert amp_dtype_for("none", cpu) is None
     with pytest.raises(ValueError, match="use_amp"):
         amp_dtype_for("fp8", cpu)
+
+
+
+class _ConstantLoss(torch.nn.Module):
+    """Loss = mean of the batch's features, whatever the weights (so it is known in advance)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, feats, feats_lengths, target, target_lengths):
+        return {"loss": feats.mean() + 0.0 * self.w.sum(), "loss_ctc": None, "loss_att": None}
+
+
+class _ListSet:
+    def set_epoch(self, epoch):
+        pass
+
+    def consume(self, loader):
+        return loader
+
+    def state_dict(self):
+        return {}
+
+
+def test_epoch_yaml_records_mean_train_loss_per_utterance(tmp_path):
+    batches = []
+    for b, value in zip((1, 2, 3), (4.0, 1.0, 2.0)):
+        batches.append({"keys": [f"k{i}" for i in range(b)], "feats": torch.full((b, 5, 4), value),
+                        "feats_lengths": torch.full((b,), 5), "target": torch.zeros(b, 1, dtype=torch.long),
+                        "target_lengths": torch.ones(b, dtype=torch.long)})
+    model = _ConstantLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ex = Executor(model, opt, WarmupLR(opt, 2), TrainConf(max_epoch=2, accum_grad=1, log_interval=100),
+                  torch.device("cpu"), DistInfo(), str(tmp_path), train_set=_ListSet())
+    ex.fit(lambda epoch: batches, lambda: batches[:1])
+    for n in (0, 1):
+        info = yaml.safe_load((tmp_path / f"{n}.yaml").read_text())
+        # per utterance: (1*4 + 2*1 + 3*2) / 6 = 2; not the per-batch mean (7/3)
+        assert info["train_loss"] == pytest.approx(2.0) and info["cv_loss"] == pytest.approx(4.0)

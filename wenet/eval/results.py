@@ -15,15 +15,13 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
 
+from wenet.train.checkpoint import INFOS_SUFFIX, SAVE_TIME_FORMAT, epoch_checkpoints
+
 _OVERALL = re.compile(r"^Overall -> \s*([0-9.]+|nan|inf) % N=(\d+) C=(\d+) S=(\d+) D=(\d+) I=(\d+)\s*$")
-SAVE_TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
 def read_epoch_infos(exp_dir: str) -> List[Dict[str, Any]]:
     """The ``{N}.yaml`` dicts of ``exp_dir`` in epoch order (``epoch`` defaults to N)."""
-    # only here, like count_parameters: the checkpoint module brings torch with it
-    from wenet.train.checkpoint import INFOS_SUFFIX, epoch_checkpoints
-
     if not os.path.isdir(exp_dir):
         raise FileNotFoundError(f"experiment directory {exp_dir} does not exist")
     infos = []

@@ -37,6 +37,7 @@ MODEL_SUFFIX = ".pt"
 AVERAGE_SUFFIX = ".avg.pt"
 INFOS_SUFFIX = ".yaml"
 RESUME_SUFFIX = ".resume.pt"
+SAVE_TIME_FORMAT = "%Y-%m-%d %H:%M:%S"  # {N}.yaml save_time, local time
 _SUFFIXES = (RESUME_SUFFIX, AVERAGE_SUFFIX, MODEL_SUFFIX, INFOS_SUFFIX)  # longest match first
 _KINDS = {"": "epoch", "step_": "step", "avg_": "average"}
 _NAME_RE = re.compile(r"^(step_|avg_)?(\d+)(\.resume\.pt|\.avg\.pt|\.pt|\.yaml)$")
@@ -173,7 +174,7 @@ def save_checkpoint(base: str, model_state: Mapping[str, torch.Tensor], infos: D
     atomic_torch_save(dict(model_state), f"{base}{MODEL_SUFFIX}")
     if avg_state is not None:
         atomic_torch_save(dict(avg_state), f"{base}{AVERAGE_SUFFIX}")
-    infos = dict(infos, save_time=time.strftime("%Y-%m-%d %H:%M:%S"))
+    infos = dict(infos, save_time=time.strftime(SAVE_TIME_FORMAT))
     if write_yaml:
         atomic_write_text(f"{base}{INFOS_SUFFIX}", yaml.safe_dump(infos, sort_keys=True))
     if resume_state is not None:

@@ -21,14 +21,13 @@ import time
 from typing import Dict, List
 
 import torch
-import yaml
 
 from wenet.bin.recognize import decoding_dataset_conf
 from wenet.dataset.dataset import Dataset
 from wenet.dataset.fbank import FeatureConf
 from wenet.decode import MODES, DecodeOptions, decode
 from wenet.models import load_model
-from wenet.utils.file_utils import read_symbol_table
+from wenet.utils.file_utils import load_yaml, read_symbol_table
 
 CTC_ATTENTION_MODES = [name for name, mode in MODES.items() if not mode.transducer]
 
@@ -62,8 +61,7 @@ def main() -> None:
             raise SystemExit(f"{path} not found: run run.sh stages 0-3 first (or pass it)")
     if args.threads:
         torch.set_num_threads(args.threads)
-    with open(args.config, "r", encoding="utf-8") as f:
-        configs = yaml.safe_load(f)
+    configs = load_yaml(args.config)
     symbols = read_symbol_table(args.dict)
     features = FeatureConf.from_config(configs)
     configs.setdefault("input_dim", features.num_mel_bins)

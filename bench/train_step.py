@@ -27,7 +27,6 @@ import time
 from typing import Dict, List
 
 import torch
-import yaml
 
 from wenet.models import init_model
 from wenet.train.executor import Executor
@@ -36,6 +35,7 @@ from wenet.train.optim import build_optimizer
 from wenet.train.progress import StepTimes
 from wenet.train.scheduler import build_scheduler
 from wenet.train.setup import DistInfo, TrainConf, input_dim_of, override_config, seed_everything
+from wenet.utils.file_utils import load_yaml
 
 
 def synthetic_batches(n: int, batch_size: int, frames: int, dim: int, vocab: int,
@@ -75,8 +75,7 @@ def bench_config(path: str, steps: int, batch_size: int, frames: int, vocab: int
                  overrides: List[str]) -> None:
     """Alternate bare and Executor steps on the same batches (so load from other processes
     hits both alike) and compare median step times."""
-    with open(path, "r", encoding="utf-8") as f:
-        configs = override_config(yaml.safe_load(f), overrides)
+    configs = override_config(load_yaml(path), overrides)
     configs.update(input_dim=input_dim_of(configs), output_dim=vocab, cmvn_file=None,
                    accum_grad=1, save_interval=0)
     conf = TrainConf.from_configs(configs)

@@ -15,11 +15,11 @@ import sys
 from typing import List, Optional
 
 import torch
-import yaml
 
 from wenet.dataprep.cmvn import compute_cmvn_stats, save_cmvn
 from wenet.dataset.fbank import FeatureConf
 from wenet.dataprep.data_list import read_utterances
+from wenet.utils.file_utils import load_yaml
 
 
 def get_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -41,8 +41,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     # threads on top of them oversubscribe the cores (measured 4x slower on 2 cores)
     torch.set_num_threads(1)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    with open(args.train_config, "r", encoding="utf-8") as f:
-        configs = yaml.safe_load(f) or {}
+    configs = load_yaml(args.train_config) or {}
     conf = FeatureConf.from_config(configs, args.train_config)
     segments = args.segments
     if segments is None:

@@ -21,10 +21,10 @@ import os
 from typing import Dict, List, Optional, Tuple
 
 import torch
-import yaml
 
 from wenet.train.checkpoint import (AVERAGE_SUFFIX, INFOS_SUFFIX, atomic_torch_save,
                                     epoch_checkpoints, epoch_file)
+from wenet.utils.file_utils import load_yaml
 
 
 def _read_cv_loss(yaml_path: str, n: int) -> Optional[Tuple[float, int]]:
@@ -32,8 +32,7 @@ def _read_cv_loss(yaml_path: str, n: int) -> Optional[Tuple[float, int]]:
     if not os.path.exists(yaml_path):
         logging.warning("%s missing: epoch checkpoint %d not ranked", yaml_path, n)
         return None
-    with open(yaml_path, "r", encoding="utf-8") as f:
-        info = yaml.safe_load(f) or {}
+    info = load_yaml(yaml_path) or {}
     if not isinstance(info, dict) or info.get("cv_loss") is None:
         logging.warning("%s has no cv_loss: epoch checkpoint %d not ranked", yaml_path, n)
         return None

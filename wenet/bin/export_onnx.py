@@ -7,10 +7,10 @@ import argparse
 import logging
 from typing import List, Optional
 
-import yaml
 
 from wenet.export.onnx import export_onnx_models
 from wenet.models import load_trained_model
+from wenet.utils.file_utils import load_yaml
 
 
 def get_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -28,8 +28,7 @@ def get_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[List[str]] = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     args = get_args(argv)
-    with open(args.config, "r", encoding="utf-8") as f:
-        feat_dim = int(yaml.safe_load(f)["input_dim"])
+    feat_dim = int(load_yaml(args.config)["input_dim"])
     model = load_trained_model(args.config, args.checkpoint)
     paths = export_onnx_models(model, args.output_dir, feat_dim, args.chunk_size,
                                args.num_decoding_left_chunks)

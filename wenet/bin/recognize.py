@@ -33,7 +33,6 @@ import time
 from typing import Any, Dict, List, Optional
 
 import torch
-import yaml
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
@@ -42,7 +41,7 @@ from wenet.dataset.fbank import FeatureConf
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.decode import MODES, DecodeOptions, check_modes, decode
 from wenet.models import load_model
-from wenet.utils.file_utils import atomic_open, atomic_write_text, read_symbol_table
+from wenet.utils.file_utils import atomic_open, atomic_write_text, load_yaml, read_symbol_table
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -209,8 +208,7 @@ def _report(totals: _Totals, modes: List[str], result_dir: Optional[str]) -> Dic
 def recognize(args: argparse.Namespace) -> Dict[str, Any]:
     """Decode ``args.test_data`` and write the result files; returns timing figures."""
     modes = _requested_modes(args)
-    with open(args.config, "r", encoding="utf-8") as f:
-        configs = yaml.safe_load(f)
+    configs = load_yaml(args.config)
     device = torch.device(f"cuda:{args.gpu}" if args.gpu >= 0 else "cpu")
     model = load_model(configs, args.checkpoint, device)
     conf = decoding_dataset_conf(configs.get("dataset_conf", {}), args.batch_size)

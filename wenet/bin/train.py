@@ -19,7 +19,6 @@ import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
-import yaml
 
 from wenet.dataset.dataset import Dataset
 from wenet.models import init_model
@@ -33,7 +32,7 @@ from wenet.train.setup import (AMP_DTYPES, DistInfo, TrainConf, amp_dtype_for, i
                                input_dim_of, override_config, save_yaml, seed_everything,
                                shutdown_distributed, train_yaml_configs, training_device,
                                under_torchrun)
-from wenet.utils.file_utils import read_symbol_table
+from wenet.utils.file_utils import load_yaml, read_symbol_table
 
 LoaderFactories = Tuple[Callable[[int], torch.utils.data.DataLoader],
                         Callable[[], torch.utils.data.DataLoader]]
@@ -103,8 +102,7 @@ def init_configs(args: argparse.Namespace, info: DistInfo
                  ) -> Tuple[Dict[str, Any], TrainConf, Dict[str, int]]:
     """The config with overrides and the dimensions, its training keys, and the units;
     rank 0 writes it to MODEL_DIR/train.yaml."""
-    with open(args.config, "r", encoding="utf-8") as f:
-        configs = override_config(yaml.safe_load(f), args.override_config)
+    configs = override_config(load_yaml(args.config), args.override_config)
     conf = TrainConf.from_configs(configs)
     symbols = read_symbol_table(args.symbol_table)
     output_dim = max(symbols.values()) + 1

@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
-import yaml
 
 from wenet.train.checkpoint import INFOS_SUFFIX, SAVE_TIME_FORMAT, epoch_checkpoints
+from wenet.utils.file_utils import load_yaml
 
 _OVERALL = re.compile(r"^Overall -> \s*([0-9.]+|nan|inf) % N=(\d+) C=(\d+) S=(\d+) D=(\d+) I=(\d+)\s*$")
 
@@ -26,8 +26,7 @@ def read_epoch_infos(exp_dir: str) -> List[Dict[str, Any]]:
         raise FileNotFoundError(f"experiment directory {exp_dir} does not exist")
     infos = []
     for epoch, path in epoch_checkpoints(exp_dir, INFOS_SUFFIX):
-        with open(path, "r", encoding="utf-8") as f:
-            info = yaml.safe_load(f)
+        info = load_yaml(path)
         if not isinstance(info, dict):
             raise ValueError(f"{path}: not a mapping")
         info.setdefault("epoch", epoch)
@@ -125,8 +124,7 @@ def count_parameters(config_path: str, checkpoint: Optional[str] = None) -> int:
     import torch  # only here: the rest of the module stays light
 
     from wenet.models import init_model
-    with open(config_path, "r", encoding="utf-8") as f:
-        configs = yaml.safe_load(f)
+    configs = load_yaml(config_path)
     model = init_model(configs)
     if checkpoint:
         model.load_state_dict(torch.load(checkpoint, map_location="cpu", weights_only=True))

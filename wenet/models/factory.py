@@ -11,7 +11,6 @@ import logging
 from typing import Any, Dict, Optional
 
 import torch
-import yaml
 
 from wenet.dataprep.cmvn import load_cmvn
 from wenet.transducer.joint import TransducerJoint
@@ -22,6 +21,7 @@ from wenet.transformer.cmvn import GlobalCMVN
 from wenet.transformer.ctc import CTC
 from wenet.transformer.decoder import BiTransformerDecoder, TransformerDecoder
 from wenet.transformer.encoder import ConformerEncoder, TransformerEncoder
+from wenet.utils.file_utils import load_yaml
 
 ENCODERS = {"conformer": ConformerEncoder, "transformer": TransformerEncoder}
 DECODERS = {"transformer": TransformerDecoder, "bitransformer": BiTransformerDecoder}
@@ -126,8 +126,7 @@ def load_trained_model(config_path: str, checkpoint: Optional[str],
                        device: str | torch.device = "cpu") -> ASRModel:
     """The model described by an experiment's ``train.yaml`` with ``checkpoint``'s
     weights (strict), in eval mode: what recognition and export start from."""
-    with open(config_path, "r", encoding="utf-8") as f:
-        configs = yaml.safe_load(f)
+    configs = load_yaml(config_path)
     return load_model(configs, checkpoint, device)
 
 

@@ -31,7 +31,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import torch
 import yaml
 
-from wenet.utils.file_utils import atomic_open, atomic_write_text
+from wenet.utils.file_utils import atomic_open, atomic_write_text, load_yaml
 
 MODEL_SUFFIX = ".pt"
 AVERAGE_SUFFIX = ".avg.pt"
@@ -187,8 +187,7 @@ def load_infos(base: str) -> Dict[str, Any]:
     path = f"{base}{INFOS_SUFFIX}"
     if not os.path.exists(path):
         return {}
-    with open(path, "r", encoding="utf-8") as f:
-        infos = yaml.safe_load(f)
+    infos = load_yaml(path)
     if not isinstance(infos, dict):
         raise ValueError(f"{path}: expected a mapping, got {type(infos).__name__}")
     return infos

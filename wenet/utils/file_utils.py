@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import IO, Dict, Iterator, List, Tuple
+from typing import IO, Any, Dict, Iterator, List, Tuple
+
+import yaml
 
 TMP_MARK = ".tmp."  # temporary files are ``<path>.tmp.<pid>``
 
@@ -80,6 +82,19 @@ def read_symbol_table(path: str) -> Dict[str, int]:
                 raise ValueError(f"{path}:{lineno}: duplicate token '{parts[0]}'")
             table[parts[0]] = int(parts[1])
     return table
+
+
+def load_yaml(path: str) -> Any:
+    """``yaml.safe_load`` of a file; a syntax error or a tag that safe loading refuses
+    (``!!python/...``) becomes a one-line ``ValueError`` naming the file and line."""
+    try:
+        with _open_text(path) as f:
+            return yaml.safe_load(f)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else path
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ValueError(f"{where}: invalid YAML: {problem}") from None
 
 
 def fsync_dir(path: str) -> None:

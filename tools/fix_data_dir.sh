@@ -18,22 +18,15 @@ Sorts and filters a Kaldi data directory so that all its files agree.
 Originals are copied to <data-dir>/.backup/ first."
 # shellcheck disable=SC1091
 . "$(dirname "${BASH_SOURCE[0]}")/parse_options.sh"
+# shellcheck disable=SC1091
+. "$(dirname "${BASH_SOURCE[0]}")/data_dir_lib.sh"
 
-if [ "$#" -ne 1 ]; then
-  printf '%s\n' "${help_message}" >&2; exit 1
-fi
+expect_args 1 "$@"
 data=$1
-me=$(basename "$0")
-fail() { echo "${me}: error: $*" >&2; exit 1; }
-
 [ -d "${data}" ] || fail "no such directory ${data}"
 for f in utt2spk wav.scp; do
   [ -f "${data}/${f}" ] || fail "${data}/${f} does not exist"
 done
-
-utt_files=(utt2spk text segments feats.scp utt2dur utt2num_frames utt2uniq utt2lang)
-reco_files=(wav.scp reco2dur reco2file_and_channel)
-spk_files=(spk2gender cmvn.scp)
 
 tmp=$(mktemp -d)
 trap 'rm -rf "${tmp}"' EXIT
@@ -113,33 +106,14 @@ touch "${tmp}/kept"
 echo "${me}: ${data}: $(cat "${tmp}/summary")"
 [ -s "${tmp}/kept" ] || fail "no utterances left in ${data} (originals in ${data}/.backup)"
 
-# keep KEYS IN OUT: the lines of IN whose first field is listed in KEYS.
-keep() {
-  awk 'FILENAME == ARGV[1] { k[$1] = 1; next } ($1 in k)' "$1" "$2" > "$3"
-}
-
 for f in "${utt_files[@]}"; do
-  [ -f "${data}/${f}" ] && keep "${tmp}/kept" "${tmp}/${f}" "${data}/${f}"
+  if [ -f "${data}/${f}" ]; then keep "${tmp}/kept" "${tmp}/${f}" "${data}/${f}"; fi
 done
-
+subset_reco_spk_files "${tmp}" "${data}" "${tmp}/kept" "${tmp}"
 if "${has_seg}"; then
-  awk '{ print $2 }' "${data}/segments" | sort -u > "${tmp}/recs"
   before=$(wc -l < "${tmp}/wav.scp")
-  after=$(wc -l < "${tmp}/recs")
+  after=$(wc -l < "${data}/wav.scp")
   if [ "${before}" -gt "${after}" ]; then
     echo "${me}: ${data}: dropped $((before - after)) of ${before} recordings no kept segment uses"
   fi
-else
-  cp "${tmp}/kept" "${tmp}/recs"
 fi
-for f in "${reco_files[@]}"; do
-  [ -f "${data}/${f}" ] && keep "${tmp}/recs" "${tmp}/${f}" "${data}/${f}"
-done
-
-awk '{ if (!($2 in list)) order[++n] = $2; list[$2] = list[$2] " " $1 }
-     END { for (i = 1; i <= n; i++) print order[i] list[order[i]] }' "${data}/utt2spk" \
-  | sort -s -k1,1 > "${data}/spk2utt"
-for f in "${spk_files[@]}"; do
-  [ -f "${data}/${f}" ] && keep "${data}/spk2utt" "${tmp}/${f}" "${data}/${f}"
-done
-true

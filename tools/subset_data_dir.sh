@@ -21,12 +21,10 @@ help_message="Usage: $0 [--first N | --last N | --utt-list FILE | --spk-list FIL
 Writes to <dest-dir> the chosen utterances of the Kaldi data directory <src-dir>."
 # shellcheck disable=SC1091
 . "$(dirname "${BASH_SOURCE[0]}")/parse_options.sh"
+# shellcheck disable=SC1091
+. "$(dirname "${BASH_SOURCE[0]}")/data_dir_lib.sh"
 
-me=$(basename "$0")
-fail() { echo "${me}: error: $*" >&2; exit 1; }
-if [ "$#" -ne 2 ]; then
-  printf '%s\n' "${help_message}" >&2; exit 1
-fi
+expect_args 2 "$@"
 src=$1
 dest=$2
 
@@ -45,17 +43,8 @@ for f in "${utt_list}" "${spk_list}"; do
   [ -z "${f}" ] || [ -f "${f}" ] || fail "list file ${f} does not exist"
 done
 
-utt_files=(utt2spk text segments feats.scp utt2dur utt2num_frames utt2uniq utt2lang)
-reco_files=(wav.scp reco2dur reco2file_and_channel)
-spk_files=(spk2gender cmvn.scp)
-
 tmp=$(mktemp -d)
 trap 'rm -rf "${tmp}"' EXIT
-
-# keep KEYS IN OUT: the lines of IN whose first field is listed in KEYS.
-keep() {
-  awk 'FILENAME == ARGV[1] { k[$1] = 1; next } ($1 in k)' "$1" "$2" > "$3"
-}
 
 total=$(wc -l < "${src}/utt2spk")
 if [ "${first}" -gt 0 ]; then
@@ -81,20 +70,7 @@ for f in "${utt_files[@]}" "${reco_files[@]}" "${spk_files[@]}" spk2utt; do
   rm -f "${dest:?}/${f}"
 done
 for f in "${utt_files[@]}"; do
-  [ -f "${src}/${f}" ] && keep "${tmp}/utts" "${src}/${f}" "${dest}/${f}"
+  if [ -f "${src}/${f}" ]; then keep "${tmp}/utts" "${src}/${f}" "${dest}/${f}"; fi
 done
-if [ -f "${src}/segments" ]; then
-  awk '{ print $2 }' "${dest}/segments" | sort -u > "${tmp}/recs"
-else
-  cp "${tmp}/utts" "${tmp}/recs"
-fi
-for f in "${reco_files[@]}"; do
-  [ -f "${src}/${f}" ] && keep "${tmp}/recs" "${src}/${f}" "${dest}/${f}"
-done
-awk '{ if (!($2 in list)) order[++n] = $2; list[$2] = list[$2] " " $1 }
-     END { for (i = 1; i <= n; i++) print order[i] list[order[i]] }' "${dest}/utt2spk" \
-  | sort -s -k1,1 > "${dest}/spk2utt"
-for f in "${spk_files[@]}"; do
-  [ -f "${src}/${f}" ] && keep "${dest}/spk2utt" "${src}/${f}" "${dest}/${f}"
-done
+subset_reco_spk_files "${src}" "${dest}" "${tmp}/utts" "${tmp}"
 echo "${me}: ${dest}: $(wc -l < "${dest}/utt2spk") of ${total} utterances of ${src}, $(wc -l < "${dest}/spk2utt") speakers"

@@ -31,15 +31,11 @@ done
 set -- ${args[@]+"${args[@]}"}
 # shellcheck disable=SC1091
 . "$(dirname "${BASH_SOURCE[0]}")/parse_options.sh"
+# shellcheck disable=SC1091
+. "$(dirname "${BASH_SOURCE[0]}")/data_dir_lib.sh"
 
-if [ "$#" -ne 1 ]; then
-  printf '%s\n' "${help_message}" >&2; exit 1
-fi
+expect_args 1 "$@"
 data=$1
-me=$(basename "$0")
-
-fail() { echo "${me}: error: $*" >&2; exit 1; }
-
 [ -d "${data}" ] || fail "no such directory ${data}"
 required=(utt2spk spk2utt)
 "${no_text}" || required+=(text)

@@ -1,8 +1,9 @@
 """Transformer and Conformer encoders with U2 chunk masks and chunk-by-chunk streaming."""
 from __future__ import annotations
 
+import inspect
 import logging
-from typing import List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import torch
 
@@ -65,7 +66,8 @@ class BaseEncoder(torch.nn.Module):
                  input_layer: str = "conv2d", pos_enc_layer_type: str = "abs_pos",
                  normalize_before: bool = True, static_chunk_size: int = 0,
                  use_dynamic_chunk: bool = False, global_cmvn: Optional[GlobalCMVN] = None,
-                 use_dynamic_left_chunk: bool = False, subsampling_channels: int = 0):
+                 use_dynamic_left_chunk: bool = False, subsampling_channels: int = 0,
+                 selfattention_layer_type: Optional[str] = None, activation_type: str = "relu"):
         super().__init__()
         if input_layer not in SUBSAMPLING_CLASSES:
             raise ValueError(f"unknown input_layer '{input_layer}' "
@@ -84,8 +86,23 @@ class BaseEncoder(torch.nn.Module):
         self.static_chunk_size = static_chunk_size
         self.use_dynamic_chunk = use_dynamic_chunk
         self.use_dynamic_left_chunk = use_dynamic_left_chunk
-        # filled by subclasses
-        self.encoders = torch.nn.ModuleList()
+        attn_class = _attention_class(pos_enc_layer_type, selfattention_layer_type)
+
+        def feed_forward() -> PositionwiseFeedForward:
+            return PositionwiseFeedForward(output_size, linear_units, dropout_rate,
+                                           get_activation(activation_type))
+
+        self.encoders = torch.nn.ModuleList([
+            self._make_block(attn_class(attention_heads, output_size, attention_dropout_rate),
+                             feed_forward, activation_type, dropout_rate)
+            for _ in range(num_blocks)
+        ])
+
+    def _make_block(self, attention: torch.nn.Module,
+                    feed_forward: Callable[[], PositionwiseFeedForward],
+                    activation_type: str, dropout_rate: float) -> torch.nn.Module:
+        """One encoder block around ``attention``; ``feed_forward()`` makes a new FFN."""
+        raise NotImplementedError
 
     def output_size(self) -> int:
         """Dimension of the encoder output."""
@@ -213,68 +230,60 @@ class BaseEncoder(torch.nn.Module):
         return ys, masks
 
 
+def _with_base_options(init: Callable[..., None]) -> Callable[..., None]:
+    """For a subclass ``__init__(self, input_size, <own options>, **options)`` that hands
+    ``options`` to ``BaseEncoder.__init__``: the signature that ``inspect.signature`` and
+    ``help()`` report, and the model factory checks a config against, lists the base
+    options too (keyword-only, after the subclass's own, whose defaults win)."""
+    own = inspect.signature(init)
+    params = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    params += [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+               for name, p in inspect.signature(BaseEncoder.__init__).parameters.items()
+               if name not in own.parameters]
+    init.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
+    return init
+
+
 class TransformerEncoder(BaseEncoder):
     """Stack of Transformer blocks (self-attention + FFN)."""
 
-    def __init__(self, input_size: int, output_size: int = 256, attention_heads: int = 4,
-                 linear_units: int = 2048, num_blocks: int = 6, dropout_rate: float = 0.1,
-                 positional_dropout_rate: float = 0.1, attention_dropout_rate: float = 0.0,
-                 input_layer: str = "conv2d", pos_enc_layer_type: str = "abs_pos",
-                 normalize_before: bool = True, static_chunk_size: int = 0,
-                 use_dynamic_chunk: bool = False, global_cmvn: Optional[GlobalCMVN] = None,
-                 use_dynamic_left_chunk: bool = False, selfattention_layer_type: Optional[str] = None,
-                 activation_type: str = "relu", subsampling_channels: int = 0):
-        super().__init__(input_size, output_size, attention_heads, linear_units, num_blocks,
-                         dropout_rate, positional_dropout_rate, attention_dropout_rate,
-                         input_layer, pos_enc_layer_type, normalize_before, static_chunk_size,
-                         use_dynamic_chunk, global_cmvn, use_dynamic_left_chunk,
-                         subsampling_channels)
-        attn_class = _attention_class(pos_enc_layer_type, selfattention_layer_type)
-        self.encoders = torch.nn.ModuleList([
-            TransformerEncoderLayer(
-                output_size,
-                attn_class(attention_heads, output_size, attention_dropout_rate),
-                PositionwiseFeedForward(output_size, linear_units, dropout_rate,
-                                        get_activation(activation_type)),
-                dropout_rate, normalize_before)
-            for _ in range(num_blocks)
-        ])
+    @_with_base_options
+    def __init__(self, input_size: int, pos_enc_layer_type: str = "abs_pos",
+                 activation_type: str = "relu", **options: Any):
+        super().__init__(input_size, pos_enc_layer_type=pos_enc_layer_type,
+                         activation_type=activation_type, **options)
+
+    def _make_block(self, attention: torch.nn.Module,
+                    feed_forward: Callable[[], PositionwiseFeedForward],
+                    activation_type: str, dropout_rate: float) -> torch.nn.Module:
+        return TransformerEncoderLayer(self._output_size, attention, feed_forward(),
+                                       dropout_rate, self.normalize_before)
 
 
 class ConformerEncoder(BaseEncoder):
     """Stack of Conformer blocks (macaron FFN, self-attention, convolution module)."""
 
-    def __init__(self, input_size: int, output_size: int = 256, attention_heads: int = 4,
-                 linear_units: int = 2048, num_blocks: int = 6, dropout_rate: float = 0.1,
-                 positional_dropout_rate: float = 0.1, attention_dropout_rate: float = 0.0,
-                 input_layer: str = "conv2d", pos_enc_layer_type: str = "rel_pos",
-                 normalize_before: bool = True, static_chunk_size: int = 0,
-                 use_dynamic_chunk: bool = False, global_cmvn: Optional[GlobalCMVN] = None,
-                 use_dynamic_left_chunk: bool = False, selfattention_layer_type: Optional[str] = None,
+    @_with_base_options
+    def __init__(self, input_size: int, pos_enc_layer_type: str = "rel_pos",
                  activation_type: str = "swish", macaron_style: bool = True,
                  use_cnn_module: bool = True, cnn_module_kernel: int = 15,
-                 causal: bool = False, cnn_module_norm: str = "batch_norm",
-                 subsampling_channels: int = 0):
-        super().__init__(input_size, output_size, attention_heads, linear_units, num_blocks,
-                         dropout_rate, positional_dropout_rate, attention_dropout_rate,
-                         input_layer, pos_enc_layer_type, normalize_before, static_chunk_size,
-                         use_dynamic_chunk, global_cmvn, use_dynamic_left_chunk,
-                         subsampling_channels)
-        attn_class = _attention_class(pos_enc_layer_type, selfattention_layer_type)
+                 causal: bool = False, cnn_module_norm: str = "batch_norm", **options: Any):
+        # read by _make_block while BaseEncoder.__init__ builds the blocks
+        self.macaron_style = macaron_style
+        self.use_cnn_module = use_cnn_module
+        self.cnn_module_kernel = cnn_module_kernel
+        self.causal = causal
+        self.cnn_module_norm = cnn_module_norm
+        super().__init__(input_size, pos_enc_layer_type=pos_enc_layer_type,
+                         activation_type=activation_type, **options)
 
-        def ffn() -> PositionwiseFeedForward:
-            return PositionwiseFeedForward(output_size, linear_units, dropout_rate,
-                                           get_activation(activation_type))
-
-        self.encoders = torch.nn.ModuleList([
-            ConformerEncoderLayer(
-                output_size,
-                attn_class(attention_heads, output_size, attention_dropout_rate),
-                ffn(),
-                ffn() if macaron_style else None,
-                ConvolutionModule(output_size, cnn_module_kernel,
-                                  get_activation(activation_type), cnn_module_norm,
-                                  causal) if use_cnn_module else None,
-                dropout_rate, normalize_before)
-            for _ in range(num_blocks)
-        ])
+    def _make_block(self, attention: torch.nn.Module,
+                    feed_forward: Callable[[], PositionwiseFeedForward],
+                    activation_type: str, dropout_rate: float) -> torch.nn.Module:
+        size = self._output_size
+        ffn = feed_forward()
+        macaron = feed_forward() if self.macaron_style else None
+        conv = ConvolutionModule(size, self.cnn_module_kernel, get_activation(activation_type),
+                                 self.cnn_module_norm, self.causal) if self.use_cnn_module else None
+        return ConformerEncoderLayer(size, attention, ffn, macaron, conv, dropout_rate,
+                                     self.normalize_before)

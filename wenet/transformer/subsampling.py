@@ -8,7 +8,7 @@ training several times faster.
 """
 from __future__ import annotations
 
-from typing import Tuple
+from typing import List, Tuple
 
 import torch
 
@@ -36,13 +36,6 @@ class BaseSubsampling(torch.nn.Module):
         """Input mask (B, 1, T) → the mask (B, 1, T') of the output frames."""
         return x_mask
 
-    def _conv_frames(self, x: torch.Tensor) -> torch.Tensor:
-        """The 2-D convolutions ``self.conv`` of a convolutional front end over x (B, T, idim),
-        channels and remaining bins flattened per output frame: (B, T', c * f)."""
-        x = self.conv(x.unsqueeze(1))
-        b, c, t, f = x.size()
-        return x.transpose(1, 2).contiguous().view(b, t, c * f)
-
     def forward(self, x: torch.Tensor, x_mask: torch.Tensor,
                 offset: int = 0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x (B, T, idim), x_mask (B, 1, T) → (x (B, T', odim), pos_emb (1, T', odim),
@@ -68,81 +61,89 @@ class LinearNoSubsampling(BaseSubsampling):
         return self.out(x)
 
 
-class Conv2dSubsampling4(BaseSubsampling):
-    """Two 3×3 stride-2 convolutions: T' = ((T - 1) // 2 - 1) // 2."""
+class Conv2dFrontEnd(BaseSubsampling):
+    """2-D convolutions over (time, bins), each ``(kernel, stride)`` of ``LAYERS`` with
+    no padding and a ReLU; subclasses add the Linear that maps their output to odim.
+
+    Output frame j of a layer reads its input frames j * stride .. j * stride + kernel - 1,
+    so the layers together give ``subsampling_rate`` = the product of the strides and
+    ``right_context`` = the sum of (kernel - 1) times the strides of the layers before.
+    """
+
+    LAYERS: Tuple[Tuple[int, int], ...] = ()
+
+    def __init__(self, idim: int, odim: int, pos_enc: PositionalEncoding, channels: int = 0):
+        super().__init__(pos_enc)
+        c = channels if channels > 0 else odim
+        convs: List[torch.nn.Module] = []
+        bins, in_channels = idim, 1
+        for kernel, stride in self.LAYERS:
+            convs += [torch.nn.Conv2d(in_channels, c, kernel, stride), torch.nn.ReLU()]
+            bins = (bins - kernel) // stride + 1
+            self.right_context += (kernel - 1) * self.subsampling_rate
+            self.subsampling_rate *= stride
+            in_channels = c
+        self.conv = torch.nn.Sequential(*convs)
+        # input features of the Linear: channels × remaining frequency bins
+        self.conv_out_dim = c * bins
+        # (first kept frame, step) per layer, for the output mask
+        self.mask_slices: List[Tuple[int, int]] = [(k - 1, s) for k, s in self.LAYERS]
+
+    def _conv_frames(self, x: torch.Tensor) -> torch.Tensor:
+        """The convolutions over x (B, T, idim), channels and remaining bins flattened
+        per output frame: (B, T', conv_out_dim)."""
+        x = self.conv(x.unsqueeze(1))
+        b, c, t, f = x.size()
+        return x.transpose(1, 2).contiguous().view(b, t, c * f)
+
+    def subsample_mask(self, x_mask: torch.Tensor) -> torch.Tensor:
+        """(B, 1, T) → (B, 1, T'): each layer keeps every stride-th frame from its kernel-th."""
+        for first, step in self.mask_slices:
+            x_mask = x_mask[:, :, first::step]
+        return x_mask
+
+
+class Conv2dSubsampling4(Conv2dFrontEnd):
+    """Two 3×3 stride-2 convolutions: T' = ((T - 1) // 2 - 1) // 2; receptive field 7 frames."""
+
+    LAYERS = ((3, 2), (3, 2))
 
     def __init__(self, idim: int, odim: int, dropout_rate: float, pos_enc: PositionalEncoding,
                  channels: int = 0):
-        super().__init__(pos_enc)
-        c = channels if channels > 0 else odim
-        self.conv = torch.nn.Sequential(
-            torch.nn.Conv2d(1, c, 3, 2), torch.nn.ReLU(),
-            torch.nn.Conv2d(c, c, 3, 2), torch.nn.ReLU(),
-        )
-        self.out = torch.nn.Sequential(torch.nn.Linear(c * (((idim - 1) // 2 - 1) // 2), odim))
-        self.subsampling_rate = 4
-        # receptive field 7 frames: 6 beyond the first
-        self.right_context = 6
+        super().__init__(idim, odim, pos_enc, channels)
+        # WeNet's name for this one front end's Linear: out.0
+        self.out = torch.nn.Sequential(torch.nn.Linear(self.conv_out_dim, odim))
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, T, idim) → (B, T', odim)."""
         return self.out(self._conv_frames(x))
 
-    def subsample_mask(self, x_mask: torch.Tensor) -> torch.Tensor:
-        """(B, 1, T) → (B, 1, T'): each stride-2 convolution keeps every 2nd frame
-        from the 3rd."""
-        return x_mask[:, :, 2::2][:, :, 2::2]
 
-
-class Conv2dSubsampling6(BaseSubsampling):
-    """3×3 stride-2 then 5×5 stride-3 convolution: T' = ((T - 1) // 2 - 2) // 3."""
+class _LinearHeadFrontEnd(Conv2dFrontEnd):
+    """A convolutional front end whose Linear is named ``linear`` (WeNet's 6× and 8×)."""
 
     def __init__(self, idim: int, odim: int, dropout_rate: float, pos_enc: PositionalEncoding,
                  channels: int = 0):
-        super().__init__(pos_enc)
-        c = channels if channels > 0 else odim
-        self.conv = torch.nn.Sequential(
-            torch.nn.Conv2d(1, c, 3, 2), torch.nn.ReLU(),
-            torch.nn.Conv2d(c, c, 5, 3), torch.nn.ReLU(),
-        )
-        self.linear = torch.nn.Linear(c * (((idim - 1) // 2 - 2) // 3), odim)
-        self.subsampling_rate = 6
-        # receptive field 11 frames
-        self.right_context = 10
+        super().__init__(idim, odim, pos_enc, channels)
+        self.linear = torch.nn.Linear(self.conv_out_dim, odim)
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
         """x (B, T, idim) → (B, T', odim)."""
         return self.linear(self._conv_frames(x))
 
-    def subsample_mask(self, x_mask: torch.Tensor) -> torch.Tensor:
-        """(B, 1, T) → (B, 1, T'): every 2nd frame from the 3rd, then every 3rd from the 5th."""
-        return x_mask[:, :, 2::2][:, :, 4::3]
+
+class Conv2dSubsampling6(_LinearHeadFrontEnd):
+    """3×3 stride-2 then 5×5 stride-3 convolution: T' = ((T - 1) // 2 - 2) // 3;
+    receptive field 11 frames."""
+
+    LAYERS = ((3, 2), (5, 3))
 
 
-class Conv2dSubsampling8(BaseSubsampling):
-    """Three 3×3 stride-2 convolutions: T' = (((T - 1) // 2 - 1) // 2 - 1) // 2."""
+class Conv2dSubsampling8(_LinearHeadFrontEnd):
+    """Three 3×3 stride-2 convolutions: T' = (((T - 1) // 2 - 1) // 2 - 1) // 2;
+    receptive field 15 frames."""
 
-    def __init__(self, idim: int, odim: int, dropout_rate: float, pos_enc: PositionalEncoding,
-                 channels: int = 0):
-        super().__init__(pos_enc)
-        c = channels if channels > 0 else odim
-        self.conv = torch.nn.Sequential(
-            torch.nn.Conv2d(1, c, 3, 2), torch.nn.ReLU(),
-            torch.nn.Conv2d(c, c, 3, 2), torch.nn.ReLU(),
-            torch.nn.Conv2d(c, c, 3, 2), torch.nn.ReLU(),
-        )
-        self.linear = torch.nn.Linear(c * ((((idim - 1) // 2 - 1) // 2 - 1) // 2), odim)
-        self.subsampling_rate = 8
-        # receptive field 15 frames
-        self.right_context = 14
-
-    def project(self, x: torch.Tensor) -> torch.Tensor:
-        """x (B, T, idim) → (B, T', odim)."""
-        return self.linear(self._conv_frames(x))
-
-    def subsample_mask(self, x_mask: torch.Tensor) -> torch.Tensor:
-        """(B, 1, T) → (B, 1, T'): three times every 2nd frame from the 3rd."""
-        return x_mask[:, :, 2::2][:, :, 2::2][:, :, 2::2]
+    LAYERS = ((3, 2), (3, 2), (3, 2))
 
 
 SUBSAMPLING_CLASSES = {

@@ -19,6 +19,7 @@ help_message="Usage: $0 [options] <swbd1-dir> \"<eval2000-speech-dir> <eval2000-
   --download true      fetch the MS98 transcriptions from OpenSLR if the corpus lacks them
   --num_dev_utts N     size of train_dev, taken from the start of train (default 4000)
   --max_dup N          most utterances kept per distinct transcript in train_nodup (300)"
+option_types=(download=bool num_dev_utts=posint max_dup=posint)
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck disable=SC1091
 . "${root}/tools/parse_options.sh"
@@ -31,7 +32,6 @@ data=$3
 [ -n "${swbd}" ] || fail "no Switchboard directory given (run.sh --swbd1_dir DIR)"
 [ "${#eval_dirs[@]}" -eq 2 ] \
   || fail "eval2000 needs two directories, speech and transcripts (run.sh --eval2000_dir \"LDC2002S09/hub5e_00 LDC2002T43\")"
-[[ "${num_dev_utts}" =~ ^[1-9][0-9]*$ ]] || fail "--num_dev_utts must be a positive integer"
 
 mkdir -p "${data}/local/train"
 "${root}/local/swbd1_data_download.sh" --download "${download}" "${swbd}" "${data}/local/train"

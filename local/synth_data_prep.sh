@@ -19,6 +19,7 @@ Options:
   --train_utts N    utterances in train (default: python -m local.synth.generate --help)
   --dev_utts N      utterances in dev
   --test_utts N     utterances in test"
+option_types=(nj=posint seed=uint train_utts=posint dev_utts=posint test_utts=posint)
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export PYTHONPATH="${root}${PYTHONPATH:+:${PYTHONPATH}}"

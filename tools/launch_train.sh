@@ -19,6 +19,7 @@ node_rank=0
 num_cpu_workers=1
 init_method=
 help_message="Usage: $0 [--num_nodes N] [--node_rank R] [--num_cpu_workers K] [--init_method URL] -- <train.py args>"
+option_types=(num_nodes=posint node_rank=uint num_cpu_workers=posint)
 
 opts=()
 while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do opts+=("$1"); shift; done
@@ -38,11 +39,8 @@ for ((i = 0; i < ${#train_args[@]}; i++)); do
   fi
 done
 [ -n "${model_dir}" ] || { echo "$0: the train.py arguments must include --model_dir" >&2; exit 1; }
-for n in "${num_nodes}" "${node_rank}" "${num_cpu_workers}"; do
-  [[ "${n}" =~ ^[0-9]+$ ]] || { echo "$0: not a number: '${n}'" >&2; exit 1; }
-done
-if [ "${node_rank}" -ge "${num_nodes}" ] || [ "${num_cpu_workers}" -lt 1 ]; then
-  echo "$0: need 0 <= node_rank < num_nodes and num_cpu_workers >= 1" >&2; exit 1
+if [ "${node_rank}" -ge "${num_nodes}" ]; then
+  echo "$0: --node_rank takes 0..$((num_nodes - 1)) with --num_nodes ${num_nodes}, not '${node_rank}'" >&2; exit 1
 fi
 mkdir -p "${model_dir}"
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One-time set-up: a virtualenv in .venv with the pinned requirements, and the
 # Debian packages the built-in corpus needs (text-to-speech engines and sox).
-# Safe to rerun: it only installs what is missing. path.sh calls it when
-# .venv is not yet complete.
+# Safe to rerun: it only installs what is missing or pinned differently. path.sh
+# calls it when .venv is missing or was installed from other requirements*.txt,
+# and records their hash in .venv/.installed once this has succeeded.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -34,5 +35,4 @@ fi
 echo "install.sh: installing Python requirements (about a minute)"
 "${venv}/bin/python" -m pip install -q --disable-pip-version-check \
   -r "${root}/requirements.txt" -r "${root}/requirements-test.txt"
-touch "${venv}/.installed"
 echo "install.sh: done"

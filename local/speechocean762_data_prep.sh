@@ -16,9 +16,10 @@ num_dev_spk=10
 url=https://www.openslr.org/resources/101/speechocean762.tar.gz
 help_message="Usage: $0 [--download false] [--num_dev_spk 10] <corpus-dir> <out-data-dir>
 Writes <out-data-dir>/{train,dev[,test]} from the speechocean762 release in <corpus-dir>.
-  --download true   fetch and unpack the release from OpenSLR into <corpus-dir>
-                    first, if <corpus-dir> does not hold it (${url})
+  --download true   fetch the release from OpenSLR and unpack it as <corpus-dir>
+                    first, if <corpus-dir> does not hold it (--url, default ${url})
   --num_dev_spk N   speakers taken out of train for dev when the corpus has no dev/"
+option_types=(download=bool num_dev_spk=posint url=nonempty)
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck disable=SC1091
 . "${root}/tools/parse_options.sh"
@@ -32,21 +33,42 @@ corpus=$1
 out=$2
 [ -n "${corpus}" ] || fail "no corpus directory given"
 
+# fetch DEST: downloads the release to DEST.tar.gz and unpacks it as DEST. tar writes
+# into DEST.extracting, renamed to DEST only once it has finished, so an interrupted
+# run never leaves a partial corpus at DEST: the next one unpacks again, from the
+# archive when its download had completed.
 fetch() {
-  local dest=$1 tgz
-  mkdir -p "${dest}"
-  tgz="${dest}/speechocean762.tar.gz"
-  echo "${me}: downloading ${url} to ${tgz}"
-  if command -v curl > /dev/null; then
-    curl -fL --retry 3 -o "${tgz}.part" "${url}"
-  elif command -v wget > /dev/null; then
-    wget -O "${tgz}.part" "${url}"
-  else
-    fail "neither curl nor wget is installed; download ${url} by hand and unpack it into ${dest}"
+  local dest=${1%/} tgz tmp rc
+  tgz="${dest}.tar.gz"
+  tmp="${dest}.extracting"
+  if [ -e "${dest}" ] && { [ ! -d "${dest}" ] || [ -n "$(ls -A "${dest}")" ]; }; then
+    fail "${dest} exists but holds no train/wav.scp: remove it, or point at the release"
   fi
-  mv "${tgz}.part" "${tgz}"
-  # The archive has one top folder, speechocean762/; unpack its content into dest.
-  tar -xzf "${tgz}" -C "${dest}" --strip-components=1
+  mkdir -p "$(dirname "${dest}")"
+  if [ ! -f "${tgz}" ]; then
+    echo "${me}: downloading ${url} to ${tgz}"
+    if command -v curl > /dev/null; then
+      curl -fL --retry 3 -o "${tgz}.part" "${url}"
+    elif command -v wget > /dev/null; then
+      wget -O "${tgz}.part" "${url}"
+    else
+      fail "neither curl nor wget is installed; download ${url} by hand to ${tgz}"
+    fi
+    mv "${tgz}.part" "${tgz}"
+  fi
+  echo "${me}: unpacking ${tgz}"
+  rm -rf "${tmp}"
+  mkdir -p "${tmp}"
+  # The archive has one top folder, speechocean762/; its content becomes dest.
+  if tar -xzf "${tgz}" -C "${tmp}" --strip-components=1; then rc=0; else rc=$?; fi
+  if [ "${rc}" -ne 0 ]; then
+    # tar killed by a signal: the archive is kept for the next run; a broken one is not.
+    [ "${rc}" -gt 128 ] || rm -f "${tgz}"
+    fail "unpacking ${tgz} failed (exit ${rc}); rerun to unpack it again"
+  fi
+  [ -f "${tmp}/train/wav.scp" ] || { rm -f "${tgz}"; fail "${url} holds no speechocean762/train/wav.scp"; }
+  [ ! -d "${dest}" ] || rmdir "${dest}"
+  mv -T "${tmp}" "${dest}"
   rm -f "${tgz}"
 }
 
@@ -81,7 +103,6 @@ if [ -f "${corpus}/dev/wav.scp" ]; then
   prepare_set "${corpus}/train" "${out}/train"
   prepare_set "${corpus}/dev" "${out}/dev"
 else
-  [[ "${num_dev_spk}" =~ ^[1-9][0-9]*$ ]] || fail "--num_dev_spk must be a positive integer"
   all="${out}/.speechocean762_train_all"
   prepare_set "${corpus}/train" "${all}"
   python "${root}/local/speechocean762_prep.py" dev-speakers "${all}/spk2utt" "${num_dev_spk}" \

@@ -3,15 +3,12 @@
 # training -> averaging + recognition + scoring -> TorchScript export.
 # Stages as in WeNet's Switchboard run.sh; run a part with --stage N --stop_stage M.
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")"
-# shellcheck disable=SC1091
-. ./path.sh
 
 stage=0
 stop_stage=6
 corpus=synth            # synth (built-in, text-to-speech) | speechocean762 | swbd
 data_root=              # corpus location (speechocean762); synth: where audio is written
-download=false          # speechocean762 only: fetch the public release when data_root lacks it
+download=false          # speechocean762: fetch the release when data_root lacks it; swbd: the MS98 transcriptions
 swbd1_dir=              # swbd: LDC97S62 (audio) with swb_ms98_transcriptions
 eval2000_dir=           # swbd: "LDC2002S09/hub5e_00 LDC2002T43" (two dirs, space-separated)
 seed=777                # synth corpus generation seed
@@ -19,6 +16,7 @@ nj=2                    # parallel jobs for data preparation
 num_nodes=1             # training: number of machines
 node_rank=0             # training: this machine's index, 0..num_nodes-1
 num_cpu_workers=1       # training processes when no GPU is visible
+ddp_timeout=600         # training: seconds a rank waits for its peers (see help)
 use_amp=none            # training precision: none (float32), bf16, fp16, auto (bf16 where the GPU/CPU computes it natively)
 feat_dir=raw_wav
 data_type=shard         # shard | raw
@@ -47,16 +45,24 @@ decode_modes="ctc_greedy_search ctc_prefix_beam_search attention attention_resco
 
 help_message="Usage: $0 [options]
 Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in corpus).
-  --stage N / --stop_stage M   first and last stage (0 data, 1 cmvn, 2 bpe, 3 lists,
-                               4 train, 5 average+decode+score, 6 export)
+  --stage N / --stop_stage M   first and last stage, 0..6, N <= M (0 data, 1 cmvn, 2 bpe,
+                               3 lists, 4 train, 5 average+decode+score, 6 export)
   --corpus NAME                synth (default) | speechocean762 | swbd
   --data_root DIR              corpus location
+  --download true              fetch what the corpus lacks (speechocean762: the release;
+                               swbd: the MS98 transcriptions)
   --train_config FILE          model/training yaml (default per corpus)
   --train_overrides \"K V; ...\" change config entries for this run, e.g.
                                \"max_epoch 10; model_conf.big_blank_durations [2, 4]\"
   --dir DIR                    experiment directory
   --num_nodes N --node_rank R  multi-node training (shared init file on a shared disk)
   --num_cpu_workers N          CPU training processes when no GPU is visible
+  --ddp_timeout S              seconds a training process waits for its peers (default 600):
+                               how late another node may start, how long the others wait
+                               while rank 0 writes a checkpoint, and how soon a dead peer
+                               on another machine stops the job
+  --use_amp MODE               none | bf16 | fp16 | auto
+  --data_type TYPE             shard | raw
   --checkpoint FILE            resume training
   --init_checkpoint FILE       start training from another experiment's weights, e.g.
                                exp/synth_train_conformer/avg_2.pt (output layers and
@@ -64,8 +70,31 @@ Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in co
   --decode_modes \"...\"         recognition modes for stage 5
   --use_model_avg true         decode the running weight average kept during training
                                (\$dir/model_avg.pt) instead of averaging epoch checkpoints
-Every variable at the top of run.sh is an option: --name value."
-. tools/parse_options.sh
+  --config FILE                name=value lines (# comments, '...' or \"...\" quotes), read
+                               before the command-line options; never run as shell
+Every variable at the top of run.sh is an option: --name value or --name=value.
+Values are checked before anything runs; a bad one stops run.sh naming the option."
+# What each option takes (tools/parse_options.sh checks them as they are set).
+option_types=(
+  stage=0..6 stop_stage=0..6 corpus='synth|speechocean762|swbd' download=bool seed=uint
+  nj=posint num_nodes=posint node_rank=uint num_cpu_workers=posint ddp_timeout=posint
+  use_amp='none|bf16|fp16|auto' feat_dir=nonempty data_type='shard|raw'
+  num_utts_per_shard=posint prefetch=posint nbpe=uint bpemode='unigram|bpe|char|word'
+  train_set=nonempty dev_set=nonempty cmvn=bool average_checkpoint=bool
+  use_model_avg=bool average_num=uint decode_modes=nonempty
+)
+# Parsed before the cd (parse_options.sh reads this script to learn its options) and
+# before path.sh, so --help and bad values never wait for the virtualenv's installation.
+# shellcheck disable=SC1091
+. "$(dirname "${BASH_SOURCE[0]}")/tools/parse_options.sh"
+cd "$(dirname "${BASH_SOURCE[0]}")"
+
+die() { echo "$0: $*" >&2; exit 1; }
+run_stage() { [ "${stage}" -le "$1" ] && [ "${stop_stage}" -ge "$1" ]; }
+[ "${stage}" -le "${stop_stage}" ] \
+  || die "--stage ${stage} is after --stop_stage ${stop_stage}: nothing would run (stages 0..6, --stage <= --stop_stage)"
+[ "${node_rank}" -lt "${num_nodes}" ] \
+  || die "--node_rank takes 0..$((num_nodes - 1)) with --num_nodes ${num_nodes}, not '${node_rank}'"
 
 case "${corpus}" in
   synth)
@@ -78,12 +107,23 @@ case "${corpus}" in
   swbd)
     [ "${nbpe}" -gt 0 ] || nbpe=2000; train_set=train_nodup; dev_set=train_dev
     : "${test_sets:=eval2000}"; : "${train_config:=conf/train_conformer_swbd.yaml}" ;;
-  *) echo "$0: unknown corpus '${corpus}' (synth, speechocean762, swbd)" >&2; exit 1 ;;
 esac
 [ "${average_num}" -gt 0 ] || average_num=5
 : "${dir:=exp/${corpus}_$(basename "${train_config}" .yaml)}"
 dict=data/lang_char/${train_set}_${bpemode}${nbpe}_units.txt
 bpemodel=data/lang_char/${train_set}_${bpemode}${nbpe}
+# Inputs no stage writes (paths relative to the repository root, like every path here).
+if run_stage 1 || run_stage 4; then
+  [ -f "${train_config}" ] || die "--train_config takes a yaml file; no such file '${train_config}'"
+fi
+if run_stage 4; then
+  for opt in checkpoint init_checkpoint; do
+    [ -z "${!opt}" ] || [ -f "${!opt}" ] || die "--${opt} takes a checkpoint file; no such file '${!opt}'"
+  done
+fi
+
+# shellcheck disable=SC1091
+. ./path.sh
 
 run_start=$(date +%s)
 stage_start=${run_start}
@@ -95,7 +135,6 @@ stage_done() {
   local now; now=$(date +%s)
   echo "---------------- stage $1 done in $((now - stage_start)) s (total $((now - run_start)) s)"
 }
-run_stage() { [ "${stage}" -le "$1" ] && [ "${stop_stage}" -ge "$1" ]; }
 
 if run_stage 0; then
   banner 0 "data preparation (${corpus})"
@@ -105,7 +144,7 @@ if run_stage 0; then
     speechocean762)
       local/speechocean762_data_prep.sh --download "${download}" "${data_root}" data ;;
     swbd)
-      local/swbd_stage0.sh "${swbd1_dir}" "${eval2000_dir}" data ;;
+      local/swbd_stage0.sh --download "${download}" "${swbd1_dir}" "${eval2000_dir}" data ;;
   esac
   stage_done 0
 fi
@@ -170,7 +209,7 @@ if run_stage 4; then
     ${checkpoint:+--checkpoint "${checkpoint}"} --model_dir "${dir}" \
     ${init_checkpoint:+--init_checkpoint "${init_checkpoint}" --init_exclude "${init_exclude}"} \
     --tensorboard_dir "${dir}/tensorboard" --num_workers 1 --use_amp "${use_amp}" "${cmvn_opts[@]}" \
-    "${override_opts[@]}"
+    --ddp_timeout "${ddp_timeout}" "${override_opts[@]}"
   stage_done 4
 fi
 

@@ -1,9 +1,9 @@
-"""local/speechocean762_data_prep.sh --download true: an unpack that is interrupted leaves
-no partial corpus behind, and the next run unpacks again (from the kept archive).
+"""Stage-0 downloads (local/speechocean762_data_prep.sh, local/swbd1_data_download.sh with
+--download true): an unpack that is interrupted leaves nothing the next run would take
+for complete, and the next run unpacks again (from the kept archive).
 
-The "download" is a stub curl copying a small fake release; the interruption is a stub
-tar that unpacks the lists but no audio and then dies of SIGKILL, as a killed tar
-would leave things."""
+The "download" is a stub curl/wget copying a small fake archive; the interruption is a
+stub tar that unpacks part of it and then dies of SIGKILL, as a killed tar would."""
 from __future__ import annotations
 
 import os
@@ -24,17 +24,17 @@ PREP = ROOT / "local" / "speechocean762_data_prep.sh"
 SETS = {"train": {"0001": ["000010001", "000010002"], "0002": ["000020001"]},
         "dev": {"0003": ["000030001"]}}
 CURL = """#!/usr/bin/env bash
-# curl ... -o FILE URL, for file:// URLs only
+# curl ... -o FILE URL / wget -O FILE URL, for file:// URLs only
 out=; url=
 while [ "$#" -gt 0 ]; do
-  case "$1" in -o) out=$2; shift 2 ;; -*) shift ;; *) url=$1; shift ;; esac
+  case "$1" in -o|-O) out=$2; shift 2 ;; -*) shift ;; *) url=$1; shift ;; esac
 done
 echo "${url}" >> "$(dirname "$0")/../curl.log"
 cp "${url#file://}" "${out}"
 """
 KILLED_TAR = """#!/usr/bin/env bash
-# tar killed part-way: the lists are out, the audio is not.
-"{tar}" "$@" --exclude='*.WAV'
+# tar killed part-way: the lists are out, the audio ({exclude}) is not.
+"{tar}" "$@" --exclude='{exclude}'
 kill -9 $$
 """
 
@@ -62,19 +62,25 @@ def make_release(tmp: Path) -> Path:
     return tgz
 
 
-@pytest.fixture()
-def setup(tmp_path: Path):
-    tgz = make_release(tmp_path)
+def make_bins(tmp: Path, exclude: str) -> Dict[str, Path]:
+    """PATH dirs: "ok" (stub curl and wget) and "killed" (the same, and a tar that dies
+    after unpacking all but the members matching ``exclude``)."""
     bins = {}
-    for kind, tools in (("ok", {"curl": CURL}),
-                        ("killed", {"curl": CURL, "tar": KILLED_TAR.format(tar=shutil.which("tar"))})):
-        b = tmp_path / f"bin_{kind}"
+    killed_tar = KILLED_TAR.format(tar=shutil.which("tar"), exclude=exclude)
+    for kind, tools in (("ok", {"curl": CURL, "wget": CURL}),
+                        ("killed", {"curl": CURL, "wget": CURL, "tar": killed_tar})):
+        b = tmp / f"bin_{kind}"
         b.mkdir()
         for name, text in tools.items():
             (b / name).write_text(text)
             (b / name).chmod(0o755)
         bins[kind] = b
-    return tmp_path, tgz, bins
+    return bins
+
+
+@pytest.fixture()
+def setup(tmp_path: Path):
+    return tmp_path, make_release(tmp_path), make_bins(tmp_path, "*.WAV")
 
 
 def prep(tmp: Path, tgz: Path, bin_dir: Path) -> subprocess.CompletedProcess:
@@ -115,3 +121,33 @@ def test_a_leftover_directory_without_the_lists_is_not_taken_for_the_corpus(setu
     assert r.returncode == 1
     assert f"{corpus} exists but holds no train/wav.scp: remove it" in r.stderr
     assert not (tmp / "curl.log").exists()
+
+
+def test_an_interrupted_ms98_unpack_is_redone(tmp_path: Path):
+    src = tmp_path / "release" / "swb_ms98_transcriptions"
+    (src / "20" / "2001").mkdir(parents=True)
+    (src / "sw-ms98-dict.text").write_text("hello h eh l ow\n")
+    (src / "20" / "2001" / "sw2001A-ms98-a-trans.text").write_text("sw2001A-ms98-a-0001 0.0 1.0 hello\n")
+    tgz = tmp_path / "ms98.tar.gz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        tar.add(src, arcname="swb_ms98_transcriptions")
+    swbd, local = tmp_path / "swbd", tmp_path / "data" / "local" / "train"
+    swbd.mkdir()
+    bins = make_bins(tmp_path, "*-trans.text")
+
+    def download(kind: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(ROOT / "local" / "swbd1_data_download.sh"), "--download", "true",
+                               "--url", f"file://{tgz}", str(swbd), str(local)], capture_output=True,
+                              text=True, timeout=60, env={"PATH": f"{bins[kind]}:/usr/bin:/bin"})
+
+    r = download("killed")
+    assert r.returncode != 0
+    assert not (local / "swb_ms98_transcriptions").exists()  # the dict without the transcripts
+    assert "failed (exit 137)" in r.stderr
+    r = download("ok")
+    assert r.returncode == 0, r.stderr
+    out = local / "swb_ms98_transcriptions"
+    assert (out / "sw-ms98-dict.text").read_text() == "hello h eh l ow\n"
+    assert (out / "20" / "2001" / "sw2001A-ms98-a-trans.text").is_file()
+    assert sorted(p.name for p in local.iterdir()) == ["swb_ms98_transcriptions"]  # no temp, no archive
+    assert (tmp_path / "curl.log").read_text().splitlines() == [f"file://{tgz}"]

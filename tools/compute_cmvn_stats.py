@@ -16,6 +16,7 @@ from typing import List, Optional
 
 import torch
 
+from wenet.dataprep.cli import run_tool
 from wenet.dataprep.cmvn import compute_cmvn_stats, save_cmvn
 from wenet.dataset.fbank import FeatureConf
 from wenet.dataprep.data_list import read_utterances
@@ -35,13 +36,14 @@ def get_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    args = get_args(argv)
-    # one thread per process: the work is parallel over processes, and torch's own
-    # threads on top of them oversubscribe the cores (measured 4x slower on 2 cores)
-    torch.set_num_threads(1)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+def compute(args: argparse.Namespace) -> None:
+    """Read the config and the data dir, sum the features, write global_cmvn.
+
+    Bad input raises one of ``DATA_ERRORS`` naming the file (and line) at fault.
+    """
     configs = load_yaml(args.train_config) or {}
+    if not isinstance(configs, dict):
+        raise ValueError(f"{args.train_config}: a training config must be a YAML mapping")
     conf = FeatureConf.from_config(configs, args.train_config)
     segments = args.segments
     if segments is None:
@@ -51,17 +53,19 @@ def main(argv: Optional[List[str]] = None) -> int:
         segments = None
     if segments:
         logging.info("using segments %s", segments)
-    try:
-        utts = read_utterances(args.in_scp, segments)
-    except (ValueError, OSError) as e:  # bad data dir: say where, no traceback
-        logging.error("%s", e)
-        return 1
+    utts = read_utterances(args.in_scp, segments)
     stats, num_failed = compute_cmvn_stats(utts, conf, args.nj)
     if stats.frame_num == 0:
-        logging.error("no features computed: all %d utterances of %s failed", num_failed, args.in_scp)
-        return 1
+        raise ValueError(f"no features computed: all {num_failed} utterances of {args.in_scp} failed")
     save_cmvn(stats, args.out_cmvn)
-    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = get_args(argv)
+    # one thread per process: the work is parallel over processes, and torch's own
+    # threads on top of them oversubscribe the cores (measured 4x slower on 2 cores)
+    torch.set_num_threads(1)
+    return run_tool(lambda: compute(args))
 
 
 if __name__ == "__main__":

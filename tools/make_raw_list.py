@@ -7,32 +7,22 @@ the recording's wav.scp value.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import List, Optional
 
-from wenet.dataprep.data_list import attach_text, read_utterances, write_raw_list
+from wenet.dataprep.cli import data_dir_parser, read_data_dir, run_tool
+from wenet.dataprep.data_list import write_raw_list
 
 
 def get_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--segments", default=None, help="Kaldi segments file")
-    p.add_argument("wav_file", help="wav.scp")
-    p.add_argument("text_file", help="text")
+    p = data_dir_parser(__doc__)
     p.add_argument("output_file", help="output data.list")
     return p.parse_args(argv)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = get_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    try:
-        utts = attach_text(read_utterances(args.wav_file, args.segments), args.text_file)
-        write_raw_list(utts, args.output_file)
-    except (ValueError, RuntimeError, OSError) as e:  # bad data dir: say where, no traceback
-        logging.error("%s", e)
-        return 1
-    return 0
+    return run_tool(lambda: write_raw_list(read_data_dir(args), args.output_file))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,10 @@ def main(argv: Optional[List[str]] = None) -> None:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     out = args.out or os.path.join(args.exp_dir, "loss.png")
-    infos = read_epoch_infos(args.exp_dir)
+    try:
+        infos = read_epoch_infos(args.exp_dir)
+    except (OSError, ValueError) as e:  # no exp dir, or a bad {N}.yaml (named with its line)
+        sys.exit(f"{sys.argv[0]}: {e}")
     if not infos:
         sys.exit(f"{sys.argv[0]}: no epoch checkpoint yaml ({{N}}.yaml) in {args.exp_dir}")
     title = args.title or f"{os.path.basename(os.path.normpath(args.exp_dir))}: loss per epoch"

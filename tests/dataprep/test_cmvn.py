@@ -10,7 +10,7 @@ import torch
 import torchaudio
 import torchaudio.compliance.kaldi as kaldi
 
-from wenet.dataprep.cmvn import load_cmvn
+from wenet.dataprep.cmvn import CmvnStats, load_cmvn, save_cmvn
 from tests.common import REPO, load_tool
 
 ROOT = REPO
@@ -165,3 +165,118 @@ def test_load_cmvn_names_bad_file(tmp_path):
     bad.write_text('{"mean_stat": [1.0], "frame_num": 3}\n')
     with pytest.raises(ValueError, match="global_cmvn"):
         load_cmvn(str(bad))
+
+
+def _float_wav(path, int16_samples, bad_at, value):
+    """A 32-bit float WAV of ``int16_samples`` / 32768 with sample ``bad_at`` set to ``value``."""
+    x = int16_samples.astype(np.float32) / 32768
+    x[bad_at] = value
+    sf.write(str(path), x, RATE, subtype="FLOAT")
+
+
+def test_non_finite_audio_is_skipped_and_named(tmp_path, caplog):
+    audio, scp = _make_corpus(tmp_path, n=2)
+    _float_wav(tmp_path / "nan.wav", audio["utt0"], 100, np.nan)
+    _float_wav(tmp_path / "inf.wav", audio["utt1"], 5, -np.inf)
+    with open(scp, "a") as f:
+        f.write(f"zz_nan {tmp_path / 'nan.wav'}\nzz_inf {tmp_path / 'inf.wav'}\n")
+    config = _write_config(tmp_path / "train.yaml")
+    mean_ref, var_ref, n_ref, _ = _reference(list(audio.values()))
+    rc, out = _run(tmp_path, scp, config, "cmvn", 2)
+    assert rc == 0
+    obj = json.loads(out.read_text())
+    assert obj["frame_num"] == n_ref
+    np.testing.assert_allclose(obj["mean_stat"], mean_ref, rtol=1e-6)
+    np.testing.assert_allclose(obj["var_stat"], var_ref, rtol=1e-6)
+    assert f"skipping utterance zz_nan: 1 NaN or infinite samples in {tmp_path / 'nan.wav'}" in caplog.text
+    assert f"skipping utterance zz_inf: 1 NaN or infinite samples in {tmp_path / 'inf.wav'}" in caplog.text
+    assert "2 of 4 utterances skipped" in caplog.text
+
+
+def test_only_the_segment_holding_a_nan_is_skipped(tmp_path, caplog):
+    rec = (np.random.default_rng(3).standard_normal(RATE) * 2000).astype(np.int16)
+    _float_wav(tmp_path / "rec.wav", rec, int(0.8 * RATE), np.nan)
+    (tmp_path / "wav.scp").write_text(f"rec {tmp_path / 'rec.wav'}\n")
+    (tmp_path / "segments").write_text("rec-a rec 0.0 0.5\nrec-b rec 0.6 1.0\n")
+    rc, out = _run(tmp_path, str(tmp_path / "wav.scp"), _write_config(tmp_path / "train.yaml"), "cmvn", 1)
+    assert rc == 0
+    mean_ref, var_ref, n_ref, _ = _reference([rec[:RATE // 2]])
+    obj = json.loads(out.read_text())
+    assert obj["frame_num"] == n_ref
+    np.testing.assert_allclose(obj["mean_stat"], mean_ref, rtol=1e-6)
+    np.testing.assert_allclose(obj["var_stat"], var_ref, rtol=1e-6)
+    assert "skipping utterance rec-b" in caplog.text and "skipping utterance rec-a" not in caplog.text
+
+
+def test_all_audio_non_finite_writes_no_file(tmp_path, caplog):
+    audio, _ = _make_corpus(tmp_path, n=1)
+    _float_wav(tmp_path / "nan.wav", audio["utt0"], 0, np.nan)
+    (tmp_path / "nan.scp").write_text(f"zz_nan {tmp_path / 'nan.wav'}\n")
+    rc, out = _run(tmp_path, str(tmp_path / "nan.scp"), _write_config(tmp_path / "train.yaml"), "cmvn", 1)
+    assert rc == 1 and not out.exists()
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert errors == [f"no features computed: all 1 utterances of {tmp_path / 'nan.scp'} failed"]
+
+
+def test_save_cmvn_refuses_non_finite_statistics(tmp_path):
+    path = tmp_path / "global_cmvn"
+    for bad in (np.nan, np.inf):
+        stats = CmvnStats(dim=3, mean_stat=np.array([1.0, 2.0, bad]), var_stat=np.array([4.0, 5.0, 6.0]),
+                          frame_num=2)
+        with pytest.raises(ValueError) as err:
+            save_cmvn(stats, str(path))
+        assert str(err.value) == (f"refusing to write {path}: CMVN statistics are NaN or infinite "
+                                  "in 1 of 3 dimensions (first: 2)")
+        assert not path.exists() and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("text,problem", [
+    ('{"mean_stat": [1.0, NaN], "var_stat": [1.0, 1.0], "frame_num": 3}',
+     "global_cmvn's mean_stat is NaN or infinite in 1 of 2 dimensions (first: 1)"),
+    ('{"mean_stat": [1.0, 2.0], "var_stat": [Infinity, 1.0], "frame_num": 3}',
+     "global_cmvn's var_stat is NaN or infinite in 1 of 2 dimensions (first: 0)"),
+    ('{"mean_stat": ["1.0", 2.0], "var_stat": [1.0, 1.0], "frame_num": 3}',
+     "global_cmvn's mean_stat must be a non-empty list of numbers"),
+    ('{"mean_stat": [], "var_stat": [], "frame_num": 3}',
+     "global_cmvn's mean_stat must be a non-empty list of numbers"),
+    ('{"mean_stat": [[1.0], [2.0]], "var_stat": [1.0, 1.0], "frame_num": 3}',
+     "global_cmvn's mean_stat must be a non-empty list of numbers"),
+    ('{"mean_stat": [1.0, 2.0], "var_stat": [1.0], "frame_num": 3}',
+     "mean_stat has 2 values, var_stat 1"),
+    ('{"mean_stat": [1.0], "var_stat": [-1.0], "frame_num": 3}',
+     "var_stat holds negative sums of squares"),
+    ('{"mean_stat": [1.0], "var_stat": [1.0], "frame_num": "3"}',
+     "frame_num must be a positive integer, got '3'"),
+    ('{"mean_stat": [1.0], "var_stat": [1.0], "frame_num": 2.5}',
+     "frame_num must be a positive integer, got 2.5"),
+    ('{"mean_stat": [1.0], "var_stat": [1.0], "frame_num": true}',
+     "frame_num must be a positive integer, got True"),
+    ('{"mean_stat": [1.0], "var_stat": [1.0], "frame_num": 0}',
+     "frame_num must be a positive integer, got 0"),
+    ('[[1.0], [1.0], 3]',
+     "global_cmvn needs a JSON object with mean_stat, var_stat and frame_num"),
+])
+def test_load_cmvn_refuses_malformed_or_non_finite_values(tmp_path, text, problem):
+    path = tmp_path / "cmvn.json"
+    path.write_text(text + "\n")
+    with pytest.raises(ValueError) as err:
+        load_cmvn(str(path))
+    assert str(err.value) == f"{path}: {problem}"
+
+
+def test_load_cmvn_accepts_an_integral_float_frame_num(tmp_path):
+    path = tmp_path / "cmvn.json"
+    path.write_text('{"mean_stat": [2.0, 4.0], "var_stat": [8.0, 20.0], "frame_num": 2.0}\n')
+    mean, istd = load_cmvn(str(path))
+    np.testing.assert_array_equal(mean, [1.0, 2.0])  # variances 4 - 1 = 3 and 10 - 4 = 6
+    np.testing.assert_allclose(istd, [3 ** -0.5, 6 ** -0.5], rtol=1e-7)
+
+
+def test_bad_yaml_config_is_one_error_line(tmp_path, caplog):
+    _, scp = _make_corpus(tmp_path, n=1)
+    config = tmp_path / "train.yaml"
+    config.write_text("dataset_conf:\n  fbank_conf: [80\n")
+    rc, out = _run(tmp_path, scp, str(config), "cmvn", 1)
+    assert rc == 1 and not out.exists()
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and errors[0].startswith(f"{config}:3: invalid YAML: ")

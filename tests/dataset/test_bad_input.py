@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import functools
 import http.server
+import io
 import logging
 import os
 import threading
 
 import numpy as np
 import pytest
+import soundfile as sf
 import torch
 
 from tests.dataset.test_pipeline import (PLAIN, RATE, TABLE, collect, reference_fbank, tone,
@@ -19,6 +21,15 @@ from wenet.dataset.audio import resample
 from wenet.dataset.fbank import compute_fbank
 
 GOOD = [("good.txt", b"ab c"), ("good.wav", wav_bytes(tone(0.4, 1)))]
+
+
+def float_wav_with(value: float, at: int = 1234) -> bytes:
+    """A 32-bit float WAV of a good tone with one sample replaced by ``value``."""
+    x = tone(0.4, 2).astype(np.float32) / 32768
+    x[at] = value
+    buf = io.BytesIO()
+    sf.write(buf, x, RATE, format="WAV", subtype="FLOAT")
+    return buf.getvalue()
 
 
 def _run(tmp_path, lines, data_type="shard", conf=PLAIN):
@@ -41,7 +52,10 @@ BAD_MEMBERS = {
     "empty_transcript": [("bad.txt", b"  \n"), ("bad.wav", wav_bytes(tone(0.4, 2)))],
     "bad_transcript": [("bad.txt", b"a\xff\xfeb"), ("bad.wav", wav_bytes(tone(0.4, 2)))],
     "empty_audio": [("bad.txt", b"ab"), ("bad.wav", wav_bytes(np.zeros(0, np.int16)))],
-    "unsupported_audio_format": [("bad.txt", b"ab"), ("bad.mp3", b"ID3\x03fake mp3")],
+    "unsupported_audio_format": [("bad.txt", b"ab"), ("bad.m4a", b"\x00\x00\x00\x20ftypM4A ")],
+    "non_finite_audio": [("bad.txt", b"ab"), ("bad.wav", float_wav_with(float("nan")))],
+    # finite, but 1e30 * 32768 squared overflows float32 in the power spectrum
+    "non_finite_features": [("bad.txt", b"ab"), ("bad.wav", float_wav_with(1e30))],
 }
 
 

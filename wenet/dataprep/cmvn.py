@@ -66,32 +66,65 @@ class CmvnStats:
                            "frame_num": int(self.frame_num)}) + "\n"
 
 
+def _non_finite_dims(stats: CmvnStats) -> List[int]:
+    """Feature dimensions whose sum or sum of squares is NaN or infinite."""
+    bad = ~(np.isfinite(stats.mean_stat) & np.isfinite(stats.var_stat))
+    return [int(i) for i in np.flatnonzero(bad)]
+
+
 def save_cmvn(stats: CmvnStats, path: str) -> None:
-    """Write ``stats`` to ``path`` atomically (a reader never sees half a file)."""
+    """Write ``stats`` to ``path`` atomically (a reader never sees half a file).
+
+    Statistics that cover no frames or are not finite are refused (ValueError naming
+    ``path``): a NaN in global_cmvn would turn every feature of training into NaN.
+    """
     if stats.frame_num <= 0:
         raise ValueError(f"refusing to write {path}: CMVN statistics cover no frames")
+    bad = _non_finite_dims(stats)
+    if bad:
+        raise ValueError(f"refusing to write {path}: CMVN statistics are NaN or infinite in "
+                         f"{len(bad)} of {stats.dim} dimensions (first: {bad[0]})")
     atomic_write_text(path, stats.to_json())
     logging.info("wrote %s: %d frames, dim %d", path, stats.frame_num, stats.dim)
 
 
+def _number_list(obj: dict, name: str, path: str) -> np.ndarray:
+    """``obj[name]`` as a float64 array: it must be a non-empty JSON list of finite numbers."""
+    values = obj.get(name)
+    if (not isinstance(values, list) or not values
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)):
+        raise ValueError(f"{path}: global_cmvn's {name} must be a non-empty list of numbers")
+    array = np.asarray(values, dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(array))
+    if bad.size:
+        raise ValueError(f"{path}: global_cmvn's {name} is NaN or infinite in {bad.size} of "
+                         f"{array.size} dimensions (first: {int(bad[0])})")
+    return array
+
+
 def read_cmvn_stats(path: str) -> CmvnStats:
-    """Parse a ``global_cmvn`` file back into sums; errors name the file."""
+    """Parse a ``global_cmvn`` file back into sums; a malformed or non-finite value is a
+    ValueError naming the file."""
     try:
         with open(path, "r", encoding="utf-8") as f:
             obj = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, ValueError) as e:  # ValueError: bad JSON or bad UTF-8
         raise ValueError(f"{path}: not a readable global_cmvn JSON file: {e}") from e
-    try:
-        mean_stat = np.asarray(obj["mean_stat"], dtype=np.float64)
-        var_stat = np.asarray(obj["var_stat"], dtype=np.float64)
-        frame_num = int(obj["frame_num"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise ValueError(f"{path}: global_cmvn needs mean_stat, var_stat and frame_num: {e}") from e
-    if mean_stat.ndim != 1 or mean_stat.shape != var_stat.shape:
-        raise ValueError(f"{path}: mean_stat and var_stat must be lists of equal length")
-    if frame_num <= 0:
-        raise ValueError(f"{path}: frame_num must be positive, got {frame_num}")
-    return CmvnStats(dim=mean_stat.shape[0], mean_stat=mean_stat, var_stat=var_stat,
+    if not isinstance(obj, dict) or not {"mean_stat", "var_stat", "frame_num"} <= set(obj):
+        raise ValueError(f"{path}: global_cmvn needs a JSON object with mean_stat, var_stat "
+                         "and frame_num")
+    mean_stat = _number_list(obj, "mean_stat", path)
+    var_stat = _number_list(obj, "var_stat", path)
+    if mean_stat.shape != var_stat.shape:
+        raise ValueError(f"{path}: mean_stat has {mean_stat.size} values, var_stat {var_stat.size}")
+    if (var_stat < 0).any():
+        raise ValueError(f"{path}: var_stat holds negative sums of squares")
+    frame_num = obj["frame_num"]
+    if isinstance(frame_num, float) and frame_num.is_integer():
+        frame_num = int(frame_num)
+    if not isinstance(frame_num, int) or isinstance(frame_num, bool) or frame_num <= 0:
+        raise ValueError(f"{path}: frame_num must be a positive integer, got {frame_num!r}")
+    return CmvnStats(dim=mean_stat.size, mean_stat=mean_stat, var_stat=var_stat,
                      frame_num=frame_num)
 
 
@@ -136,16 +169,30 @@ def _recording_stats(task: _Task) -> _Result:
         return stats, [(u.key, str(e)) for u in utts]
     for utt in utts:
         piece = cut_audio(wav, rate, utt.start, utt.end) if utt.is_segment else wav
-        try:
-            feats = utterance_features(piece, rate, conf)
-        except (RuntimeError, ValueError) as e:  # e.g. a segment shorter than one frame
-            failed.append((utt.key, f"no features from {spec}: {e}"))
-            continue
-        if feats.shape[0] == 0:
-            failed.append((utt.key, f"no frames in {spec} [{utt.start}, {utt.end})"))
-            continue
-        stats.accumulate(feats)
+        feats = _features_or_reason(piece, rate, conf, spec, utt)
+        if isinstance(feats, str):
+            failed.append((utt.key, feats))
+        else:
+            stats.accumulate(feats)
     return stats, failed
+
+
+def _features_or_reason(piece: torch.Tensor, rate: int, conf: FeatureConf, spec: str,
+                        utt: Utterance) -> torch.Tensor | str:
+    """The utterance's features, or why it cannot count: NaN/infinite samples (a float
+    WAV can hold them) or features, no frames."""
+    bad = int((~torch.isfinite(piece)).sum())
+    if bad:
+        return f"{bad} NaN or infinite samples in {spec}"
+    try:
+        feats = utterance_features(piece, rate, conf)
+    except (RuntimeError, ValueError) as e:  # e.g. a segment shorter than one frame
+        return f"no features from {spec}: {e}"
+    if feats.shape[0] == 0:
+        return f"no frames in {spec} [{utt.start}, {utt.end})"
+    if not bool(torch.isfinite(feats).all()):
+        return f"NaN or infinite features from {spec} (samples too large?)"
+    return feats
 
 
 def _init_worker() -> None:
@@ -184,6 +231,6 @@ def compute_cmvn_stats(utts: List[Utterance], conf: FeatureConf,
             pool.terminate()
             pool.join()
     if num_failed:
-        logging.warning("%d of %d utterances skipped (unreadable audio or no frames)",
+        logging.warning("%d of %d utterances skipped (unreadable or non-finite audio, or no frames)",
                         num_failed, len(utts))
     return total, num_failed

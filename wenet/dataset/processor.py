@@ -29,11 +29,17 @@ from wenet.dataset.sources import Sample
 # ---------------------------------------------------------------- waveform stages
 
 def check_audio(samples: Iterable[Sample], stats: PipelineStats) -> Iterator[Sample]:
-    """Drop empty audio; downmix multi-channel audio to mono (both logged)."""
+    """Drop empty audio and audio with NaN or infinite samples (a float WAV can hold them);
+    downmix multi-channel audio to mono (all logged)."""
     for s in samples:
         wav = s["wav"]
         if wav.size(1) == 0:
             stats.warn("empty_audio", f"utterance {s['key']} ({s['src']}): zero-length audio")
+            continue
+        bad = int((~torch.isfinite(wav)).sum())
+        if bad:
+            stats.warn("non_finite_audio", f"utterance {s['key']} ({s['src']}): {bad} NaN or "
+                       "infinite samples")
             continue
         if wav.size(0) > 1:
             stats.warn("stereo_downmixed", f"utterance {s['key']} ({s['src']}): "
@@ -127,6 +133,10 @@ def fbank(samples: Iterable[Sample], stats: PipelineStats, rng: random.Random,
                 feat = compute_fbank(wav, rate, **conf.fbank_kwargs())
         else:
             feat = compute_fbank(wav, rate, **conf.fbank_kwargs())
+        if not bool(torch.isfinite(feat).all()):  # finite samples too large for float32 after scaling
+            stats.warn("non_finite_features", f"utterance {s['key']} ({s['src']}): fbank has "
+                       "NaN or infinite values")
+            continue
         s["feat"] = feat
         yield s
 

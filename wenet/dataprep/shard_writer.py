@@ -3,9 +3,13 @@
 Each shard is an uncompressed tar in which every utterance is two consecutive
 members, ``<key>.txt`` (UTF-8 transcript) then ``<key>.<ext>`` (audio), the
 layout WeNet 2.x's tools/make_shard_list.py writes and its data pipeline reads.
-As there, the audio file's bytes are stored unchanged, named by the file's
-extension, unless the utterance is a segment of a longer recording or must be
-resampled: then the cut is re-encoded as 16-bit WAV (``<key>.wav``).
+As there, audio in one of ``wenet.dataset.audio.AUDIO_FORMATS`` (the formats the
+shard reader accepts) is stored byte for byte, its suffix named by its content;
+other audio libsndfile decodes (AIFF, CAF, ...) is re-encoded as WAV with the same
+samples, and audio it cannot decode (m4a, wma, ...) is skipped with a warning
+naming the utterance, so no shard holds a member the reader refuses. A segment of
+a longer recording, or audio that must be resampled, is stored as 16-bit WAV
+(``<key>.wav``).
 
 Unlike WeNet, every shard is written atomically (``atomic_open``: a temporary
 ``<shard>.tmp.<pid>``, fsynced and renamed), and ``data.list`` is written
@@ -23,19 +27,13 @@ import os
 import tarfile
 from typing import List, Optional, Tuple
 
-import soundfile as sf
 import torch
 from tqdm import tqdm
 
-from wenet.dataset.audio import (AudioError, cut_audio, decode_audio, encode_wav16, read_audio_bytes,
-                                 resample)
+from wenet.dataset.audio import (AudioError, audio_header, cut_audio, decode_audio, encode_wav16,
+                                 read_audio_bytes, reencode_wav, resample)
 from wenet.dataprep.data_list import Utterance
 from wenet.utils.file_utils import TMP_MARK, atomic_open, atomic_write_text
-
-# Audio member suffixes WeNet's shard reader accepts.
-AUDIO_FORMATS = frozenset(["flac", "mp3", "m4a", "ogg", "opus", "wav", "wma"])
-# soundfile's container names → member suffix, for audio whose path says nothing (pipes).
-_SF_FORMATS = {"WAV": "wav", "WAVEX": "wav", "FLAC": "flac", "OGG": "ogg", "MP3": "mp3"}
 
 _Failure = Tuple[str, str]  # (utterance key, reason)
 
@@ -51,17 +49,6 @@ def _add_member(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info.mtime = 0
     info.mode = 0o644
     tar.addfile(info, io.BytesIO(data))
-
-
-def _extension(spec: str, data: bytes, fmt: str) -> str:
-    """Member suffix: the path's own audio extension (as WeNet), else the detected container."""
-    if not spec.rstrip().endswith("|"):
-        ext = os.path.splitext(spec.strip())[1][1:].lower()
-        if ext in AUDIO_FORMATS:
-            return ext
-    if fmt not in _SF_FORMATS:
-        raise AudioError(f"audio of {spec} is in container {fmt}, which shards do not store")
-    return _SF_FORMATS[fmt]
 
 
 class _RecordingCache:
@@ -84,13 +71,13 @@ def utterance_audio(utt: Utterance, resample_rate: Optional[int],
                     cache: _RecordingCache) -> Tuple[str, bytes]:
     """(member suffix, bytes) of one utterance's audio; raises AudioError if unreadable."""
     data = read_audio_bytes(utt.wav)
-    try:
-        info = sf.info(io.BytesIO(data))
-    except Exception as e:  # soundfile raises several types for bad data
-        raise AudioError(f"cannot read audio header of {utt.wav}: {e}") from e
-    needs_resample = bool(resample_rate) and info.samplerate != resample_rate
+    header = audio_header(data, utt.wav)
+    needs_resample = bool(resample_rate) and header.rate != resample_rate
     if not utt.is_segment and not needs_resample:
-        return _extension(utt.wav, data, info.format), data
+        if header.suffix is not None:
+            return header.suffix, data
+        logging.debug("utterance %s: %s audio re-encoded as WAV", utt.key, header.container)
+        return "wav", reencode_wav(data, utt.wav)
     wav, rate = cache.get(utt.wav, data)
     if utt.is_segment:
         wav = cut_audio(wav, rate, utt.start, utt.end)

@@ -8,12 +8,18 @@ NIST SPHERE (Switchboard, Hub5) is decoded by libsndfile too: 16-bit PCM in
 either byte order, mu-law and a-law. Shorten-compressed SPHERE (``sample_coding``
 containing ``shorten``) it cannot decode; such files are refused with an error
 that says ``sph2pipe`` is needed.
+
+``AUDIO_FORMATS`` is the one list of audio formats the project stores and reads:
+the shard writer keeps audio in these formats byte for byte (and re-encodes any
+other audio libsndfile decodes as WAV), the shard reader accepts exactly these
+member suffixes. It holds the formats of ``_FORMATS`` that this libsndfile build
+decodes (``soundfile.available_formats()``/``available_subtypes()``).
 """
 from __future__ import annotations
 
 import io
 import subprocess
-from typing import Dict, Optional, Tuple
+from typing import Dict, FrozenSet, NamedTuple, Optional, Tuple
 
 import numpy as np
 import soundfile as sf
@@ -22,6 +28,23 @@ import torchaudio
 
 
 SPHERE_MAGIC = b"NIST_1A"
+
+# (member suffix, libsndfile container, subtype or None for any subtype). Lossy
+# formats are here so they are stored as they are, never decoded and re-encoded.
+_FORMATS = (("wav", "WAV", None), ("wav", "WAVEX", None), ("flac", "FLAC", None),
+            ("ogg", "OGG", "VORBIS"), ("opus", "OGG", "OPUS"),
+            ("mp3", "MP3", None), ("sph", "NIST", None))
+
+
+def _decodable(container: str, subtype: Optional[str]) -> bool:
+    """True when this libsndfile build reads ``container`` (with ``subtype``, if given)."""
+    if container not in sf.available_formats():
+        return False
+    return subtype is None or subtype in sf.available_subtypes(container)
+
+
+AUDIO_FORMATS: FrozenSet[str] = frozenset(
+    suffix for suffix, container, subtype in _FORMATS if _decodable(container, subtype))
 
 
 class AudioError(RuntimeError):
@@ -62,13 +85,47 @@ def read_audio_bytes(spec: str) -> bytes:
         raise AudioError(f"cannot read audio file {spec}: {e}") from e
 
 
-def decode_audio(data: bytes, name: str = "<bytes>") -> Tuple[torch.Tensor, int]:
-    """Decode WAV/FLAC/OGG/SPHERE bytes → (float32 tensor (channels, samples) in [-1, 1], rate)."""
+def _refuse_shorten(data: bytes, name: str) -> None:
+    """AudioError for shorten-compressed SPHERE, which libsndfile cannot decode."""
     coding = _sphere_header(data).get("sample_coding", "")
     if "shorten" in coding.lower():
         raise AudioError(f"{name}: shorten-compressed NIST SPHERE (sample_coding {coding}), which "
                          "libsndfile cannot decode: install sph2pipe (e.g. from Kaldi's tools/) "
                          "and rerun the data preparation, so that wav.scp reads it through sph2pipe")
+
+
+class AudioHeader(NamedTuple):
+    """What libsndfile reads from an audio header."""
+
+    container: str  # soundfile format name: WAV, FLAC, OGG, MP3, NIST, AIFF, ...
+    subtype: str    # sample coding: PCM_16, FLOAT, VORBIS, ...
+    rate: int
+
+    @property
+    def suffix(self) -> Optional[str]:
+        """The ``AUDIO_FORMATS`` suffix of this audio, None when its format is not on the list."""
+        for suffix, container, subtype in _FORMATS:
+            if (suffix in AUDIO_FORMATS and self.container == container
+                    and subtype in (None, self.subtype)):
+                return suffix
+        return None
+
+
+def audio_header(data: bytes, name: str = "<bytes>") -> AudioHeader:
+    """Header of encoded audio; AudioError when libsndfile cannot decode it."""
+    _refuse_shorten(data, name)
+    try:
+        info = sf.info(io.BytesIO(data))
+    except Exception as e:  # soundfile raises several types for bad data
+        raise AudioError(f"cannot read audio header of {name}: not audio libsndfile decodes "
+                         f"({e}); convert such audio to WAV or FLAC first") from e
+    return AudioHeader(info.format, info.subtype, int(info.samplerate))
+
+
+def decode_audio(data: bytes, name: str = "<bytes>") -> Tuple[torch.Tensor, int]:
+    """Decode audio bytes libsndfile reads (see ``AUDIO_FORMATS``) →
+    (float32 tensor (channels, samples) in [-1, 1], rate)."""
+    _refuse_shorten(data, name)
     try:
         samples, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
     except Exception as e:  # soundfile raises several types for bad data
@@ -103,6 +160,20 @@ def encode_wav16(wav: torch.Tensor, rate: int) -> bytes:
     pcm = np.clip(np.round(wav.numpy().T * 32768.0), -32768, 32767).astype(np.int16)
     buf = io.BytesIO()
     sf.write(buf, pcm, rate, format="WAV", subtype="PCM_16")
+    return buf.getvalue()
+
+
+def reencode_wav(data: bytes, name: str = "<bytes>") -> bytes:
+    """Audio libsndfile decodes (AIFF, CAF, W64, ...) → WAV bytes with the same samples:
+    the source's sample coding when WAV has it (PCM_16 stays PCM_16), else 32-bit float."""
+    header = audio_header(data, name)
+    try:
+        samples, rate = sf.read(io.BytesIO(data), dtype="float64", always_2d=True)
+    except Exception as e:  # soundfile raises several types for bad data
+        raise AudioError(f"cannot decode audio {name}: {e}") from e
+    subtype = header.subtype if header.subtype in sf.available_subtypes("WAV") else "FLOAT"
+    buf = io.BytesIO()
+    sf.write(buf, samples, rate, format="WAV", subtype=subtype)
     return buf.getvalue()
 
 

@@ -13,15 +13,11 @@ import tarfile
 import urllib.request
 from typing import BinaryIO, Dict, Iterable, Iterator, Optional, Tuple
 
-from wenet.dataset.audio import AudioError, decode_audio, load_audio
+from wenet.dataset.audio import AUDIO_FORMATS, AudioError, decode_audio, load_audio
 from wenet.dataset.stats import PipelineStats
 
 Sample = Dict[str, object]
 ListItem = Tuple[str, str]  # (where: "data.list:LINE", the line's text)
-
-AUDIO_EXTENSIONS = frozenset({"wav", "flac"})
-# Audio that soundfile may or may not decode depending on its build: refused, counted.
-UNSUPPORTED_AUDIO_EXTENSIONS = frozenset({"mp3", "m4a", "ogg", "opus", "wma", "aac", "sph"})
 
 
 def open_stream(src: str) -> BinaryIO:
@@ -37,11 +33,15 @@ def open_stream(src: str) -> BinaryIO:
 def _finish_group(group: Sample, stats: PipelineStats) -> Optional[Sample]:
     """A complete sample from one shard group, or None (counted) when it is unusable."""
     key, src = group["key"], group["src"]
-    if "bad_audio_ext" in group and "audio" not in group:
+    others = group.get("other_exts", [])
+    if others and "audio" not in group:
         stats.warn("unsupported_audio_format",
-                   f"utterance {key} in {src}: audio format '{group['bad_audio_ext']}' "
-                   f"is not supported (wav, flac)")
+                   f"utterance {key} in {src}: member {key}.{others[0]} is not audio in a "
+                   f"supported format ({', '.join(sorted(AUDIO_FORMATS))})")
         return None
+    for ext in others:
+        stats.warn("unknown_member", f"shard {src}: member {key}.{ext} is neither "
+                   "transcript nor audio, ignored")
     if "txt" not in group:
         stats.warn("missing_transcript", f"utterance {key} in {src}: no {key}.txt member")
         return None
@@ -113,13 +113,10 @@ def _tar_samples(src: str, stream: BinaryIO, stats: PipelineStats) -> Iterator[S
             data = fobj.read() if fobj is not None else b""
             if ext == "txt":
                 group["txt"] = data
-            elif ext in AUDIO_EXTENSIONS:
+            elif ext in AUDIO_FORMATS:
                 group["audio"] = data
-            elif ext in UNSUPPORTED_AUDIO_EXTENSIONS:
-                group["bad_audio_ext"] = ext
-            else:
-                stats.warn("unknown_member", f"shard {src}: member {name} is neither "
-                           "transcript nor audio, ignored")
+            else:  # judged when the group ends: audio in an unsupported format, or a stray member
+                group.setdefault("other_exts", []).append(ext)
     except (tarfile.TarError, OSError, EOFError) as e:
         lost = f"; utterance {group['key']} lost" if group is not None else ""
         stats.warn("shard_truncated", f"shard {src} is truncated or corrupt at member {name}: "

@@ -23,7 +23,7 @@ def _flag(value: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected 0 or 1, got '{value}'")
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--char", type=_flag, default=False,
@@ -39,11 +39,16 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="compute-wer: %(levelname)s: %(message)s")
-    ignore = set(read_lists(args.ig)) if args.ig else set()
-    compute_wer(args.ref, args.hyp, sys.stdout, char_mode=args.char, verbose=args.v,
-                case_sensitive=args.cs, ignore_words=ignore, remove_tags=args.rt,
-                padding="_" if args.padding_symbol == "underline" else " ")
+    try:
+        ignore = set(read_lists(args.ig)) if args.ig else set()
+        compute_wer(args.ref, args.hyp, sys.stdout, char_mode=args.char, verbose=args.v,
+                    case_sensitive=args.cs, ignore_words=ignore, remove_tags=args.rt,
+                    padding="_" if args.padding_symbol == "underline" else " ")
+    except (ValueError, OSError) as e:  # bad text file: one line naming file:line, no traceback
+        logging.error("%s", e)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -114,3 +114,29 @@ def test_duplicate_key_is_reported(tmp_path):
         assert f"{ref}:2" in str(e) and "'a'" in str(e)
     else:
         raise AssertionError("duplicate key accepted")
+
+
+def _cli_error(*args):
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "compute-wer.py"), *args],
+                          capture_output=True, text=True, encoding="utf-8",
+                          env={**os.environ, "PYTHONPATH": ROOT})
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_cli_duplicate_key_is_one_line_naming_file_and_line(tmp_path):
+    ref = _write(tmp_path / "ref", ["a x", "b y", "a z"])
+    hyp = _write(tmp_path / "hyp", ["a x", "b y"])
+    rc, out, err = _cli_error(ref, hyp)
+    assert (rc, out, err) == (1, "", f"compute-wer: ERROR: {ref}:3: duplicate key 'a'\n")
+    rc, out, err = _cli_error(hyp, ref)  # the same in the hypothesis file
+    assert (rc, out, err) == (1, "", f"compute-wer: ERROR: {ref}:3: duplicate key 'a'\n")
+
+
+def test_cli_invalid_utf8_is_one_line_naming_file_and_line(tmp_path):
+    ref = _write(tmp_path / "ref", ["a x", "b y"])
+    hyp = tmp_path / "hyp"
+    hyp.write_bytes(b"a x\nb \xe4\xb8\n")  # a UTF-8 sequence cut short on line 2
+    rc, out, err = _cli_error(ref, str(hyp))
+    assert (rc, out) == (1, "")
+    assert err == (f"compute-wer: ERROR: {hyp}:2: not valid UTF-8 (byte 0xe4 at column 3: "
+                   "invalid continuation byte)\n")

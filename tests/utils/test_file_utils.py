@@ -1,9 +1,10 @@
-"""utils/file_utils: the YAML loader's errors and the atomic writer's clean-up."""
+"""utils/file_utils: the YAML loader's and text readers' errors, and the atomic writer's clean-up."""
 import os
 
 import pytest
 
-from wenet.utils.file_utils import atomic_open, atomic_write_text, load_yaml
+from wenet.utils.file_utils import (atomic_open, atomic_write_text, load_yaml, read_kaldi_map,
+                                    read_lists, read_segments, read_symbol_table)
 
 
 def test_load_yaml_reads_a_config(tmp_path):
@@ -38,3 +39,33 @@ def test_atomic_open_leaves_nothing_on_failure_and_keeps_the_old_file(tmp_path):
     with atomic_open(str(path), "wb") as f:
         f.write(b"new\n")
     assert path.read_bytes() == b"new\n" and sorted(os.listdir(tmp_path)) == ["out.txt"]
+
+
+# Each reader gets 5000 valid lines of its format (made from the line number), then one
+# line with the bytes 0xff 0xfe; the bad byte lies far beyond the text decoder's first chunk.
+_BAD_UTF8_CASES = {
+    "read_kaldi_map": (read_kaldi_map, "k{i} x", b"c \xff\xfe"),
+    "read_lists": (read_lists, "line {i}", b"c \xff\xfe"),
+    "read_segments": (read_segments, "s{i} r {i} {i}.5", b"s \xff\xfe 2 3"),
+    "read_symbol_table": (read_symbol_table, "t{i} {i}", b"\xff\xfe 2"),
+    "load_yaml": (load_yaml, "k{i}: {i}", b"c: \xff\xfe"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_BAD_UTF8_CASES))
+def test_invalid_utf8_names_file_and_line(tmp_path, name):
+    reader, good, bad = _BAD_UTF8_CASES[name]
+    path = tmp_path / "file"
+    path.write_bytes("".join(good.format(i=i) + "\n" for i in range(5000)).encode() + bad + b"\n")
+    column = bad.index(b"\xff") + 1
+    with pytest.raises(ValueError) as err:
+        reader(str(path))
+    assert str(err.value) == (f"{path}:5001: not valid UTF-8 (byte 0xff at column {column}: "
+                              "invalid start byte)")
+
+
+def test_readers_keep_crlf_and_blank_line_handling(tmp_path):
+    path = tmp_path / "map"
+    path.write_bytes(b"a x y\r\n\r\nb \xc3\xa9\r\n")
+    assert read_kaldi_map(str(path)) == {"a": "x y", "b": "\u00e9"}
+    assert read_lists(str(path)) == ["a x y", "b \u00e9"]

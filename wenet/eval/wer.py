@@ -11,6 +11,8 @@ import logging
 import unicodedata
 from typing import Dict, Iterable, List, Optional, Sequence, Set, TextIO, Tuple
 
+from wenet.utils.file_utils import text_lines
+
 # Punctuation dropped in character mode (as WeNet does).
 CHAR_MODE_PUNCTS = set("!,?\u3001\u3002\uff01\uff0c\uff1b\uff1f\uff1a\u300c\u300d\ufe30"
                        "\u300e\u300f\u300a\u300b")
@@ -167,17 +169,17 @@ def format_alignment(pairs: Sequence[Tuple[str, str]], padding: str = " ") -> Tu
 
 
 def _read_transcripts(path: str, char_mode: bool) -> Dict[str, List[str]]:
-    """``key text`` file → {key: raw tokens}; empty text allowed, duplicate key is an error."""
+    """``key text`` file → {key: raw tokens}; empty text allowed; a duplicate key or
+    invalid UTF-8 is a ValueError naming the file and line."""
     out: Dict[str, List[str]] = {}
-    with open(path, "r", encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            parts = line.strip().split(maxsplit=1)
-            if not parts:
-                continue
-            key, text = parts[0], parts[1] if len(parts) > 1 else ""
-            if key in out:
-                raise ValueError(f"{path}:{lineno}: duplicate key '{key}'")
-            out[key] = split_chars(text) if char_mode else text.split()
+    for lineno, line in text_lines(path):
+        parts = line.strip().split(maxsplit=1)
+        if not parts:
+            continue
+        key, text = parts[0], parts[1] if len(parts) > 1 else ""
+        if key in out:
+            raise ValueError(f"{path}:{lineno}: duplicate key '{key}'")
+        out[key] = split_chars(text) if char_mode else text.split()
     return out
 
 

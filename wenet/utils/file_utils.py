@@ -18,10 +18,31 @@ def _open_text(path: str):
     return open(path, "r", encoding="utf-8")
 
 
+def _utf8_error(path: str) -> str:
+    """``path:line: not valid UTF-8 (...)`` for the first line of ``path`` that does not decode."""
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                return (f"{path}:{lineno}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at "
+                        f"column {e.start + 1}: {e.reason})")
+    return f"{path}: not valid UTF-8"
+
+
+def text_lines(path: str) -> Iterator[Tuple[int, str]]:
+    """(line number from 1, line) of a UTF-8 text file, lines as ``open(path)`` splits them;
+    invalid UTF-8 is a one-line ``ValueError`` naming the file and line."""
+    try:
+        with _open_text(path) as f:
+            yield from enumerate(f, 1)
+    except UnicodeDecodeError:
+        raise ValueError(_utf8_error(path)) from None
+
+
 def read_lists(path: str) -> List[str]:
     """Non-empty lines of ``path`` with surrounding whitespace stripped."""
-    with _open_text(path) as f:
-        return [line.strip() for line in f if line.strip()]
+    return [line.strip() for _, line in text_lines(path) if line.strip()]
 
 
 def read_kaldi_map(path: str, allow_empty_value: bool = False) -> Dict[str, str]:
@@ -30,57 +51,54 @@ def read_kaldi_map(path: str, allow_empty_value: bool = False) -> Dict[str, str]
     The value is the rest of the line after the first run of whitespace.
     """
     out: Dict[str, str] = {}
-    with _open_text(path) as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            parts = line.strip().split(maxsplit=1)
-            key = parts[0]
-            value = parts[1] if len(parts) > 1 else ""
-            if not value and not allow_empty_value:
-                raise ValueError(f"{path}:{lineno}: no value for key '{key}'")
-            if key in out:
-                raise ValueError(f"{path}:{lineno}: duplicate key '{key}'")
-            out[key] = value
+    for lineno, line in text_lines(path):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        parts = line.strip().split(maxsplit=1)
+        key = parts[0]
+        value = parts[1] if len(parts) > 1 else ""
+        if not value and not allow_empty_value:
+            raise ValueError(f"{path}:{lineno}: no value for key '{key}'")
+        if key in out:
+            raise ValueError(f"{path}:{lineno}: duplicate key '{key}'")
+        out[key] = value
     return out
 
 
 def read_segments(path: str) -> Dict[str, Tuple[str, float, float]]:
     """Kaldi ``segments``: ``seg rec start end`` → {seg: (rec, start, end)} in seconds."""
     out: Dict[str, Tuple[str, float, float]] = {}
-    with _open_text(path) as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            parts = line.split()
-            if len(parts) != 4:
-                raise ValueError(f"{path}:{lineno}: expected 'seg rec start end', got {line.strip()!r}")
-            try:
-                start, end = float(parts[2]), float(parts[3])
-            except ValueError:
-                raise ValueError(f"{path}:{lineno}: start/end are not numbers: {line.strip()!r}") from None
-            if end != -1 and end <= start:
-                raise ValueError(f"{path}:{lineno}: end {end} is not after start {start}")
-            if parts[0] in out:
-                raise ValueError(f"{path}:{lineno}: duplicate segment '{parts[0]}'")
-            out[parts[0]] = (parts[1], start, end)
+    for lineno, line in text_lines(path):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 4:
+            raise ValueError(f"{path}:{lineno}: expected 'seg rec start end', got {line.strip()!r}")
+        try:
+            start, end = float(parts[2]), float(parts[3])
+        except ValueError:
+            raise ValueError(f"{path}:{lineno}: start/end are not numbers: {line.strip()!r}") from None
+        if end != -1 and end <= start:
+            raise ValueError(f"{path}:{lineno}: end {end} is not after start {start}")
+        if parts[0] in out:
+            raise ValueError(f"{path}:{lineno}: duplicate segment '{parts[0]}'")
+        out[parts[0]] = (parts[1], start, end)
     return out
 
 
 def read_symbol_table(path: str) -> Dict[str, int]:
     """``units.txt`` (``token id`` per line) → {token: id}."""
     table: Dict[str, int] = {}
-    with _open_text(path) as f:
-        for lineno, line in enumerate(f, 1):
-            parts = line.split()
-            if not parts:
-                continue
-            if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
-                raise ValueError(f"{path}:{lineno}: expected 'token id', got {line.strip()!r}")
-            if parts[0] in table:
-                raise ValueError(f"{path}:{lineno}: duplicate token '{parts[0]}'")
-            table[parts[0]] = int(parts[1])
+    for lineno, line in text_lines(path):
+        parts = line.split()
+        if not parts:
+            continue
+        if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
+            raise ValueError(f"{path}:{lineno}: expected 'token id', got {line.strip()!r}")
+        if parts[0] in table:
+            raise ValueError(f"{path}:{lineno}: duplicate token '{parts[0]}'")
+        table[parts[0]] = int(parts[1])
     return table
 
 
@@ -95,6 +113,8 @@ def load_yaml(path: str) -> Any:
         where = f"{path}:{mark.line + 1}" if mark is not None else path
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise ValueError(f"{where}: invalid YAML: {problem}") from None
+    except UnicodeDecodeError:
+        raise ValueError(_utf8_error(path)) from None
 
 
 def fsync_dir(path: str) -> None:

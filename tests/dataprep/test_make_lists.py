@@ -187,7 +187,23 @@ def test_raw_lists(tmp_path):
         f'{{"key": "s1", "wav": "{files["u0"]}", "txt": "first", "start": 0.5, "end": 1.25}}\n'
         f'{{"key": "s2", "wav": "cat {files["u3"]} |", "txt": "second", "start": 0.0, "end": -1.0}}\n')
     assert out.read_text(encoding="utf-8") == expected
-    assert [json.loads(line)["key"] for line in expected.splitlines()] == ["s1", "s2"]
+    # the same, as objects, by a reference that pairs the three files itself
+    assert [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()] == \
+        _reference_segment_list(d)
+
+
+def _reference_segment_list(d):
+    """Raw-list objects of each segment whose recording is in wav.scp and that has text."""
+    def kaldi_map(name):
+        return dict(line.split(maxsplit=1) for line in (d / name).read_text().splitlines())
+    scp, texts = kaldi_map("wav.scp"), kaldi_map("text")
+    out = []
+    for line in (d / "segments").read_text().splitlines():
+        seg, rec, start, end = line.split()
+        if rec in scp and seg in texts:
+            out.append({"key": seg, "wav": scp[rec], "txt": texts[seg],
+                        "start": float(start), "end": float(end)})
+    return out
 
 
 def test_bad_data_dir_names_the_line(tmp_path, caplog):

@@ -92,3 +92,14 @@ def test_plot_losses_without_any_loss_exits_and_writes_nothing(tmp_path: Path):
     with pytest.raises(SystemExit, match="no finite train_loss or cv_loss"):
         load_tool("plot_losses").main(["--exp_dir", str(tmp_path)])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["0.yaml"]
+
+
+def test_plot_losses_bad_epoch_yaml_is_one_line_naming_file_and_line(tmp_path: Path):
+    write_epochs(tmp_path, [2.0], [1.5])
+    (tmp_path / "1.yaml").write_text("epoch: 1\ncv_loss: [1.0\n")
+    with pytest.raises(SystemExit) as err:
+        load_tool("plot_losses").main(["--exp_dir", str(tmp_path)])
+    message = str(err.value.code)
+    assert message.endswith(f": {tmp_path / '1.yaml'}:3: invalid YAML: expected ',' or ']', but "
+                            "got '<stream end>'") and "\n" not in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["0.yaml", "1.yaml"]

@@ -132,3 +132,16 @@ def test_greedy_output_matches_direct_model_call(setup, tmp_path):
             text = "".join(UNITS[t] for t in toks).replace("\u2581", " ")
             expected.append(" ".join([batch["keys"][0]] + text.split()))
     assert sorted(_read(tmp_path / "g.txt")) == expected
+
+
+@pytest.mark.parametrize("size", ["0", "-2"])
+def test_non_positive_chunk_size_is_refused_naming_the_option(setup, tmp_path, capsys, size):
+    """--decoding_chunk_size 0 is training's random chunk draw (and -2 means nothing):
+    refused where the option is parsed, before any model is loaded or file written."""
+    with pytest.raises(SystemExit) as exit_info:
+        _run(setup, tmp_path / "out.txt", 2, "--mode", "ctc_greedy_search",
+             "--decoding_chunk_size", size)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--decoding_chunk_size" in err and "-1 (full context)" in err and f"got {size}" in err
+    assert not (tmp_path / "out.txt").exists()

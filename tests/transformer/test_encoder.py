@@ -207,3 +207,71 @@ def test_too_short_input_is_a_clear_error():
                              num_blocks=1)
     with pytest.raises(ValueError, match="6 frames is shorter than the 7"):
         enc(torch.randn(1, 6, 20), torch.tensor([6]))
+
+
+def test_decoding_refuses_the_training_chunk_draw():
+    """ASRModel.encode, the decoding entry, takes -1 (full context) or a positive chunk
+    size; 0 (training's random draw, which made decoding random) and -2 are errors."""
+    conf = _tiny_config()
+    conf["encoder_conf"] = dict(conf["encoder_conf"], use_dynamic_chunk=True)
+    torch.manual_seed(0)
+    model = init_model(conf).eval()
+    x = torch.randn(2, 60, 20, generator=torch.Generator().manual_seed(1))
+    lens = torch.tensor([60, 45])
+    with torch.no_grad():
+        for bad in (0, -2):
+            with pytest.raises(ValueError, match=f"decoding_chunk_size must be -1 .* got {bad}"):
+                model.encode(x, lens, bad)
+        for size in (-1, 4):
+            first, _ = model.encode(x, lens, size)
+            torch.manual_seed(123)  # no random draw: the output depends on nothing else
+            assert torch.equal(model.encode(x, lens, size)[0], first)
+        # training keeps its draw: the loss path (forward with chunk size 0) still varies
+        outs = []
+        for seed in range(4):
+            torch.manual_seed(seed)
+            outs.append(model.encoder(x, lens)[0])
+        assert any(not torch.equal(outs[0], o) for o in outs[1:])
+
+
+FRONT_END_PARAMS = {  # input_dim 20, output_size 16: WeNet's names and shapes
+    "linear": {"out.0.weight": (16, 20), "out.0.bias": (16,), "out.1.weight": (16,),
+               "out.1.bias": (16,)},
+    "conv2d": {"conv.0.weight": (16, 1, 3, 3), "conv.2.weight": (16, 16, 3, 3),
+               "out.0.weight": (16, 16 * 4)},
+    "conv2d6": {"conv.0.weight": (16, 1, 3, 3), "conv.2.weight": (16, 16, 5, 5),
+                "linear.weight": (16, 16 * 2)},
+    "conv2d8": {"conv.0.weight": (16, 1, 3, 3), "conv.2.weight": (16, 16, 3, 3),
+                "conv.4.weight": (16, 16, 3, 3), "linear.weight": (16, 16 * 1)},
+}
+
+
+@pytest.mark.parametrize("input_layer", sorted(FRONT_END_PARAMS))
+@pytest.mark.parametrize("encoder", ["transformer", "conformer"])
+def test_checkpoint_names_of_front_ends_and_layers(input_layer, encoder):
+    """The names and shapes a WeNet checkpoint has, so checkpoints load strictly."""
+    conf = _tiny_config(encoder=encoder)
+    conf["encoder_conf"] = dict(conf["encoder_conf"], input_layer=input_layer)
+    if encoder == "transformer":
+        del conf["encoder_conf"]["cnn_module_kernel"]
+    shapes = {k: tuple(v.shape) for k, v in init_model(conf).state_dict().items()}
+    embed = {k[len("encoder.embed."):]: v for k, v in shapes.items()
+             if k.startswith("encoder.embed.") and k.endswith(("weight", "bias"))}
+    expected = FRONT_END_PARAMS[input_layer]
+    assert {k: embed[k] for k in expected} == expected
+    assert len(embed) == 2 * sum(k.endswith("weight") for k in expected)  # nothing else
+    layer = {k[len("encoder.encoders.0."):] for k in shapes if k.startswith("encoder.encoders.0.")}
+    norms = {k.split(".")[0] for k in layer if k.startswith("norm")}
+    assert norms == ({"norm1", "norm2"} if encoder == "transformer" else
+                     {"norm_ff", "norm_mha", "norm_ff_macaron", "norm_conv", "norm_final"})
+
+
+def test_encoder_options_are_those_of_its_class():
+    """Each encoder accepts the shared options and its own, and nothing of the other."""
+    conf = _tiny_config(encoder="transformer")
+    with pytest.raises(ValueError, match="cnn_module_kernel"):
+        init_model(conf)
+    del conf["encoder_conf"]["cnn_module_kernel"]
+    conf["encoder_conf"].update(num_blocks=2, activation_type="swish", normalize_before=False)
+    model = init_model(conf)
+    assert len(model.encoder.encoders) == 2 and not model.encoder.normalize_before

@@ -41,7 +41,21 @@ from wenet.dataset.fbank import FeatureConf
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.decode import MODES, DecodeOptions, check_modes, decode
 from wenet.models import load_model
+from wenet.transformer.encoder import check_decoding_chunk_size
 from wenet.utils.file_utils import atomic_open, atomic_write_text, load_yaml, read_symbol_table
+
+
+def _decoding_chunk_size(value: str) -> int:
+    """--decoding_chunk_size: -1 or a positive integer (0 is training's random draw)."""
+    try:
+        size = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{value}' is not an integer") from None
+    try:
+        check_decoding_chunk_size(size)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return size
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -67,8 +81,8 @@ def get_parser() -> argparse.ArgumentParser:
                    help="attention_rescoring: weight of the CTC prefix score")
     p.add_argument("--reverse_weight", type=float, default=0.0,
                    help="right-to-left decoder weight in rescoring")
-    p.add_argument("--decoding_chunk_size", type=int, default=-1,
-                   help="-1 full context; >0 chunk size of a streaming model")
+    p.add_argument("--decoding_chunk_size", type=_decoding_chunk_size, default=-1,
+                   help="-1 full context; >0 chunk size (output frames) of a streaming model")
     p.add_argument("--num_decoding_left_chunks", type=int, default=-1)
     p.add_argument("--simulate_streaming", action="store_true",
                    help="encode chunk by chunk with caches (batch size 1)")

@@ -6,6 +6,7 @@ from typing import Dict, Optional, Tuple
 import torch
 
 from wenet.transformer.ctc import CTC
+from wenet.transformer.encoder import check_decoding_chunk_size
 from wenet.transformer.label_smoothing_loss import LabelSmoothingLoss
 from wenet.utils.common import IGNORE_ID, add_sos_eos, reverse_pad_list, th_accuracy
 
@@ -102,9 +103,11 @@ class ASRModel(torch.nn.Module):
         """Encoder output (B, T', D) and mask (B, 1, T') for decoding.
 
         ``decoding_chunk_size`` -1: full context; > 0: that chunk size (with
-        ``num_decoding_left_chunks``). ``simulate_streaming`` runs the chunk-by-chunk
-        path with caches instead of a chunk mask (batch size 1 only).
+        ``num_decoding_left_chunks``); anything else is a ValueError naming it (0 would
+        draw a random chunk size, as training does). ``simulate_streaming`` runs the
+        chunk-by-chunk path with caches instead of a chunk mask (batch size 1 only).
         """
+        check_decoding_chunk_size(decoding_chunk_size)
         if simulate_streaming and decoding_chunk_size > 0:
             return self.encoder.forward_chunk_by_chunk(speech, decoding_chunk_size,
                                                        num_decoding_left_chunks)

@@ -52,6 +52,19 @@ def _last_frames(cache: torch.Tensor, keep: int) -> torch.Tensor:
     return cache[:, :, -keep:]
 
 
+def check_decoding_chunk_size(decoding_chunk_size: int) -> None:
+    """Refuse a chunk size that decoding cannot use: -1 is full context, > 0 a chunk
+    of that many output frames. 0 is what training passes to draw a random chunk
+    size per batch (``use_dynamic_chunk``), so at inference it would make the output
+    random; below -1 means nothing."""
+    if decoding_chunk_size == -1 or decoding_chunk_size > 0:
+        return
+    raise ValueError(f"decoding_chunk_size must be -1 (full context) or a positive chunk "
+                     f"size in output frames, got {decoding_chunk_size}"
+                     + (" (0 draws a random chunk size per batch, as only training does)"
+                        if decoding_chunk_size == 0 else ""))
+
+
 class BaseEncoder(torch.nn.Module):
     """CMVN → subsampling + positional encoding → encoder blocks → final LayerNorm.
 
@@ -113,9 +126,11 @@ class BaseEncoder(torch.nn.Module):
                 ) -> Tuple[torch.Tensor, torch.Tensor]:
         """Full-utterance forward: xs (B, T, D_in), xs_lens (B,) → (out (B, T', D), mask (B, 1, T')).
 
-        ``decoding_chunk_size``: 0 = training behaviour (dynamic draw if enabled),
+        ``decoding_chunk_size``: 0 = the training mask (a random chunk size per
+        batch with use_dynamic_chunk: the loss path, in training and CV alike),
         < 0 full context, > 0 that chunk size with ``num_decoding_left_chunks``
         (only with use_dynamic_chunk; static_chunk_size otherwise rules).
+        Decoding refuses 0 (``check_decoding_chunk_size``, called by ASRModel.encode).
         """
         if xs.size(1) <= self.embed.right_context:
             raise ValueError(f"input of {xs.size(1)} frames is shorter than the "
@@ -202,7 +217,8 @@ class BaseEncoder(torch.nn.Module):
         Returns (ys (1, T', D), all-True mask (1, 1, T')).
         """
         if decoding_chunk_size <= 0:
-            raise ValueError(f"decoding_chunk_size must be > 0, got {decoding_chunk_size}")
+            raise ValueError(f"chunk-by-chunk decoding needs decoding_chunk_size > 0, "
+                             f"got {decoding_chunk_size}")
         if not (self.static_chunk_size > 0 or self.use_dynamic_chunk):
             raise ValueError("chunk-by-chunk decoding needs a model trained with "
                              "static_chunk_size or use_dynamic_chunk")

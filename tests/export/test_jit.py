@@ -99,3 +99,25 @@ def test_scripted_forward_loss_equals_eager():
         script = scripted(speech, speech_lens, text, text_lens)
     for key in ("loss", "loss_att", "loss_ctc"):
         assert torch.allclose(eager[key], script[key], atol=1e-5), key
+
+
+def test_export_silences_only_the_known_deprecations(monkeypatch):
+    """The export hides torch's deprecation of what it calls (TorchScript, dynamic int8)
+    and nothing else; without quantize_dynamic the int8 export says what is missing."""
+    import warnings
+
+    from wenet.export import jit
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with jit._known_deprecations_silenced():
+            warnings.warn("`torch.jit.script` is deprecated. Please switch", FutureWarning)
+            warnings.warn("torch.ao.quantization is deprecated and will be removed",
+                          DeprecationWarning)
+            with pytest.raises(DeprecationWarning, match="another API"):
+                warnings.warn("another API is deprecated", DeprecationWarning)
+            with pytest.raises(FutureWarning, match="torch.jit.trace"):
+                warnings.warn("`torch.jit.trace` is deprecated", FutureWarning)
+    monkeypatch.delattr(torch.ao.quantization, "quantize_dynamic")
+    with pytest.raises(RuntimeError, match="quantize_dynamic.*--output_quant_file"):
+        jit.quantize_model(torch.nn.Linear(2, 2))

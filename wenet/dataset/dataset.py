@@ -17,9 +17,22 @@ anew each epoch, cannot be combined with it. Under DDP the shards a rank reads
 change from epoch to epoch, so each rank's cache grows towards the whole list
 (memory: ~4 bytes x num_mel_bins x 100 frames per second of audio).
 
-All randomness of one pass is drawn from a ``random.Random`` seeded by
-(seed, epoch, rank, worker), so a pass is reproducible, and ``consume`` can skip
-exactly the batches a run had already trained on before it was interrupted.
+Randomness is seeded so that a pass is reproducible, and ``consume`` can skip
+exactly the batches a run had already trained on before it was interrupted:
+
+- the feature stages never draw from the pass's stream: an utterance's dither in
+  epoch ``e`` comes from a seed of (seed, e, its source, its key), and with the
+  cache every epoch uses epoch 0's draws. A run resumed with an empty cache thus
+  recomputes exactly the features the uninterrupted run had cached; speed
+  perturbation (never cached) has a stream of its own;
+- SpecAugment, spec_sub/trim and the shuffle buffer draw from a ``random.Random``
+  seeded by (seed, epoch, rank, worker), the same with or without the cache.
+
+Readers (ranks x DataLoader workers) normally split the data.list by line. When
+it has fewer lines than readers, every reader reads every line and keeps one
+utterance in N (utterance ``j`` of line ``i`` goes to reader ``(i + j) mod N``),
+so no rank is left without data; raw lists (one utterance per line) with fewer
+lines than readers are refused with the numbers.
 """
 from __future__ import annotations
 
@@ -74,6 +87,17 @@ def check_conf(conf: dict) -> None:
         bad = sorted(set(sub) - allowed)
         if bad:
             raise ValueError(f"dataset_conf.{name}: unknown keys {bad} (known: {sorted(allowed)})")
+
+
+@dataclasses.dataclass
+class _Reading:
+    """What one pass of one reader reads: its list items, its share of their utterances
+    (None: all; else (reader, readers)), its counters and the feature stages' RNG."""
+
+    items: List[Tuple[str, str]]
+    share: Optional[Tuple[int, int]]
+    stats: PipelineStats
+    feature_rng: random.Random
 
 
 class Dataset(IterableDataset):
@@ -137,6 +161,7 @@ class Dataset(IterableDataset):
         # (rank, world) resolved in the main process, so that workers started
         # with 'spawn' (no process group of their own) still split correctly
         self._dist_shape: Optional[Tuple[int, int]] = None
+        self._split_logged = False  # the utterance split is logged once
 
     # ------------------------------------------------------------ epoch and resume state
 
@@ -222,19 +247,28 @@ class Dataset(IterableDataset):
         return 0, 1
 
     def _my_items(self, rank: int, world: int, worker: int,
-                  num_workers: int) -> List[Tuple[str, str]]:
-        """This (rank, worker)'s share of the data.list lines, tagged with file:line."""
+                  num_workers: int) -> Tuple[List[Tuple[str, str]], Optional[Tuple[int, int]]]:
+        """This (rank, worker)'s share of the data.list lines, tagged with file:line, and
+        None, or (this reader, readers) when there are fewer lines than readers and
+        utterances are split instead (see the module docstring)."""
         items = [(f"{self.data_list_file}:{i + 1}", line) for i, line in enumerate(self.lists)]
         if self.training and self.conf.get("shuffle", True):
             random.Random(f"list:{self.seed}:{self.epoch}").shuffle(items)
-        if self.partition:
-            items = items[rank::world]
-        items = items[worker::num_workers]
-        if not items:
-            logger.warning("epoch %d rank %d worker %d: no data.list lines for this worker "
-                           "(%d lines for %d ranks x %d workers)", self.epoch, rank, worker,
-                           len(self.lists), world if self.partition else 1, num_workers)
-        return items
+        ranks, rank = (world, rank) if self.partition else (1, 0)
+        readers = self.check_readers(ranks, num_workers)
+        if len(items) >= readers:
+            return items[rank::ranks][worker::num_workers], None
+        return items, (rank * num_workers + worker, readers)
+
+    def check_readers(self, ranks: int, num_workers: int) -> int:
+        """The number of readers (``ranks`` x ``num_workers``); raises when some would get no
+        data: a raw list (one utterance per line) with fewer lines than readers."""
+        readers = (ranks if self.partition else 1) * max(1, num_workers)
+        if self.data_type == "raw" and len(self.lists) < readers:
+            raise ValueError(f"{self.data_list_file}: {len(self.lists)} utterances for {ranks} "
+                             f"rank(s) x {max(1, num_workers)} DataLoader worker(s): every "
+                             f"reader needs at least one; use fewer ranks or workers")
+        return readers
 
     def __iter__(self) -> Iterator[dict]:
         rank, world = self._dist_shape or self._rank_world()
@@ -248,35 +282,58 @@ class Dataset(IterableDataset):
                                "(num_workers 0) to keep it")
         stats = PipelineStats(f"epoch {self.epoch} rank {rank} worker {worker}")
         self.last_stats = stats
-        rng = random.Random(f"pass:{self.seed}:{self.epoch}:{rank}:{worker}")
-        items = self._my_items(rank, world, worker, num_workers)
-        yield from self._pipeline(items, rng, stats)
+        items, share = self._my_items(rank, world, worker, num_workers)
+        if share is not None and not self._split_logged:
+            self._split_logged = True
+            logger.info("%s: %d data.list lines for %d readers: reading every line, keeping "
+                        "utterances %d mod %d", stats.where, len(items), share[1], share[0],
+                        share[1])
+        where = f"{self.seed}:{self.epoch}:{rank}:{worker}"
+        reading = _Reading(items, share, stats, random.Random(f"features:{where}"))
+        yield from self._pipeline(reading, random.Random(f"pass:{where}"))
         stats.log_summary()
 
-    def _features(self, items: Iterable[Tuple[str, str]], rng: random.Random,
-                  stats: PipelineStats) -> Iterator[dict]:
+    def _samples(self, reading: "_Reading") -> Iterator[dict]:
+        """The samples of the reader's list items (only its share of their utterances when
+        splitting by utterance: utterance j of line i when (i + j) mod readers is its number)."""
+        read = sources.shard_samples if self.data_type == "shard" else sources.raw_samples
+        if reading.share is None:
+            yield from read(reading.items, reading.stats)
+            return
+        reader, readers = reading.share
+        for where, line in reading.items:
+            first = int(where.rsplit(":", 1)[1]) - 1  # the "file:line" tag of _my_items
+            for j, sample in enumerate(read([(where, line)], reading.stats)):
+                if (first + j) % readers == reader:
+                    yield sample
+
+    def _features(self, reading: "_Reading") -> Iterator[dict]:
         """The stages up to fbank: list items → samples with ``feat`` and ``label``."""
-        conf, train = self.conf, self.training
-        if self.data_type == "shard":
-            data = sources.shard_samples(items, stats)
-        else:
-            data = sources.raw_samples(items, stats)
-        data = processor.check_audio(data, stats)
+        conf, train, stats = self.conf, self.training, reading.stats
+        data = processor.check_audio(self._samples(reading), stats)
         data = processor.tokenize(data, self.tokenizer, stats)
         data = processor.filter_samples(data, stats, **_sub(conf, "filter_conf"))
         data = processor.resample_samples(data, stats, **_sub(conf, "resample_conf"))
         if train and conf.get("speed_perturb", False):
-            data = processor.speed_perturb(data, rng)
+            data = processor.speed_perturb(data, reading.feature_rng)
         feats = FeatureConf.from_dataset_conf(conf)
         if not train:
             feats = dataclasses.replace(feats, dither=0.0)
-        return processor.fbank(data, stats, rng, feats)
+        return self._fbank(data, stats, feats)
 
-    def _cached_features(self, items: Iterable[Tuple[str, str]], rng: random.Random,
-                         stats: PipelineStats) -> Iterator[dict]:
+    def _fbank(self, samples: Iterable[dict], stats: PipelineStats,
+               feats: FeatureConf) -> Iterator[dict]:
+        """fbank, each utterance's dither from its own seed: (seed, epoch, source, key), where
+        the epoch is 0 with the cache (its features are computed once, whichever epoch)."""
+        epoch = 0 if self.cache_features else self.epoch
+        for s in samples:
+            rng = random.Random(f"fbank:{self.seed}:{epoch}:{s['src']}:{s['key']}")
+            yield from processor.fbank((s,), stats, rng, feats)
+
+    def _cached_features(self, reading: "_Reading") -> Iterator[dict]:
         """``_features`` item by item, through the in-memory cache of whole list items."""
-        new_frames = 0
-        for item in items:
+        new_frames, stats = 0, reading.stats
+        for item in reading.items:
             hit = self._cache.get(item[1])
             if hit is not None:
                 samples, counts = hit
@@ -286,7 +343,7 @@ class Dataset(IterableDataset):
                 continue
             before = Counter(stats.counts)
             samples = []
-            for s in self._features([item], rng, stats):
+            for s in self._features(dataclasses.replace(reading, items=[item])):
                 samples.append(dict(s))
                 new_frames += s["feat"].numel()
                 yield s
@@ -296,14 +353,14 @@ class Dataset(IterableDataset):
             logger.info("%s: feature cache holds %d list items (+%.0f MB)", stats.where,
                         len(self._cache), new_frames * 4 / 2 ** 20)
 
-    def _pipeline(self, items: List[Tuple[str, str]], rng: random.Random,
-                  stats: PipelineStats) -> Iterator[dict]:
-        """The chain of stages, in order (see the module docstring)."""
-        conf, train = self.conf, self.training
+    def _pipeline(self, reading: "_Reading", rng: random.Random) -> Iterator[dict]:
+        """The chain of stages, in order (see the module docstring); ``rng`` draws the
+        augmentation and shuffling."""
+        conf, train, stats = self.conf, self.training, reading.stats
         if self.cache_features:
-            data = self._cached_features(items, rng, stats)
+            data = self._cached_features(reading)
         else:
-            data = self._features(items, rng, stats)
+            data = self._features(reading)
         if train and conf.get("spec_aug", False):
             data = processor.spec_aug_samples(data, rng, **_sub(conf, "spec_aug_conf"))
         if train and conf.get("spec_sub", False):

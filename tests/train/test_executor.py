@@ -89,20 +89,46 @@ def test_model_average_is_mean_of_period_snapshots():
     T.assert_same_state(restored.avg, avg.avg)
 
 
+def test_save_checkpoint_puts_the_resume_state_in_place_last(tmp_path, monkeypatch):
+    """The resume state marks a checkpoint complete: it must be the last file renamed into
+    place (a kill between two renames then leaves an incomplete, ignored checkpoint)."""
+    placed = []
+    real_replace = os.replace
+
+    def recording_replace(src, dst):
+        real_replace(src, dst)
+        placed.append(os.path.basename(dst))
+
+    monkeypatch.setattr(os, "replace", recording_replace)
+    ckpt.save_checkpoint(str(tmp_path / "3"), {"w": torch.zeros(2)}, {"epoch": 3, "step": 9},
+                         avg_state={"w": torch.ones(2)}, resume_state={"step": 9, "epoch": 3})
+    assert sorted(placed) == ["3.avg.pt", "3.pt", "3.resume.pt", "3.yaml"]
+    assert placed[-1] == "3.resume.pt"
+
+
+def _dying_save_of(suffix: str):
+    """A torch.save that writes half of a ``*suffix`` file, then fails like a full disk."""
+    real_save = torch.save
+
+    def dying_save(obj, f, *a, **k):
+        real_save(obj, f, *a, **k)
+        target = (f if isinstance(f, str) else f.name).rsplit(".tmp.", 1)[0]
+        if target.endswith(suffix) and not target.endswith(".resume.pt"):
+            if not isinstance(f, str):
+                f.truncate(10)
+            raise OSError("No space left on device")
+
+    return dying_save
+
+
 def test_atomic_save_failure_keeps_previous_checkpoint(tmp_path, monkeypatch):
     base = str(tmp_path / "step_2")
     old = {"w": torch.arange(4.0)}
     ckpt.save_checkpoint(base, old, {"epoch": 0, "step": 2}, resume_state={"step": 2, "epoch": 0})
     assert ckpt.find_latest_checkpoint(str(tmp_path)) == base
 
-    real_save = torch.save
-
-    def dying_save(obj, f, *a, **k):  # writes half a file, then fails like a full disk
-        real_save(obj, f, *a, **k)
-        f.truncate(10)
-        raise OSError("No space left on device")
-
-    monkeypatch.setattr(torch, "save", dying_save)
+    # the model file fails: nothing of the checkpoint may count, its resume state included
+    monkeypatch.setattr(torch, "save", _dying_save_of(".pt"))
     with pytest.raises(OSError):
         ckpt.save_checkpoint(base, {"w": torch.zeros(4)}, {"epoch": 0, "step": 2})
     with pytest.raises(OSError):
@@ -110,8 +136,7 @@ def test_atomic_save_failure_keeps_previous_checkpoint(tmp_path, monkeypatch):
                              resume_state={"step": 4, "epoch": 0})
     monkeypatch.undo()
     T.assert_same_state(T.load_state(base + ".pt"), old)
-    assert not [p for p in os.listdir(tmp_path) if ".tmp." in p]
-    # step_4 never got its resume state: it is not a complete checkpoint
+    assert sorted(os.listdir(tmp_path)) == ["step_2.pt", "step_2.resume.pt", "step_2.yaml"]
     assert ckpt.find_latest_checkpoint(str(tmp_path)) == base
 
     # a model file written but the process killed before the resume state: still ignored
@@ -263,38 +288,16 @@ def test_use_amp_auto_is_bf16_only_where_the_cpu_has_it(monkeypatch, avx512_bf16
 
 
 
-class _ConstantLoss(torch.nn.Module):
-    """Loss = mean of the batch's features, whatever the weights (so it is known in advance)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.zeros(1))
-
-    def forward(self, feats, feats_lengths, target, target_lengths):
-        return {"loss": feats.mean() + 0.0 * self.w.sum(), "loss_ctc": None, "loss_att": None}
-
-
-class _ListSet:
-    def set_epoch(self, epoch):
-        pass
-
-    def consume(self, loader):
-        return loader
-
-    def state_dict(self):
-        return {}
-
-
 def test_epoch_yaml_records_mean_train_loss_per_utterance(tmp_path):
     batches = []
     for b, value in zip((1, 2, 3), (4.0, 1.0, 2.0)):
         batches.append({"keys": [f"k{i}" for i in range(b)], "feats": torch.full((b, 5, 4), value),
                         "feats_lengths": torch.full((b,), 5), "target": torch.zeros(b, 1, dtype=torch.long),
                         "target_lengths": torch.ones(b, dtype=torch.long)})
-    model = _ConstantLoss()
+    model = T.ConstantLoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     ex = Executor(model, opt, WarmupLR(opt, 2), TrainConf(max_epoch=2, accum_grad=1, log_interval=100),
-                  torch.device("cpu"), DistInfo(), str(tmp_path), train_set=_ListSet())
+                  torch.device("cpu"), DistInfo(), str(tmp_path), train_set=T.ListSet())
     ex.fit(lambda epoch: batches, lambda: batches[:1])
     for n in (0, 1):
         info = yaml.safe_load((tmp_path / f"{n}.yaml").read_text())

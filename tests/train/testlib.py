@@ -127,6 +127,32 @@ def run_train(args: Sequence[str], timeout: float = 120, log: Optional[str] = No
     return proc
 
 
+def start_ranks(args: Sequence[str], init_file: str, log_dir: str, world: int = 2,
+                extra: Sequence[str] = ()) -> List[subprocess.Popen]:
+    """Start ``world`` gloo ranks of train.py (no launcher, so a test can kill one);
+    rank r logs to ``log_dir/rank{r}.log``."""
+    os.makedirs(log_dir, exist_ok=True)
+    if os.path.exists(init_file):
+        os.remove(init_file)
+    procs = []
+    for rank in range(world):
+        with open(os.path.join(log_dir, f"rank{rank}.log"), "w") as log:
+            procs.append(subprocess.Popen(
+                train_cmd([*args, "--ddp.init_method", f"file://{init_file}",
+                           "--ddp.world_size", str(world), "--ddp.rank", str(rank),
+                           "--ddp.dist_backend", "gloo", *extra]),
+                env=env(), stdout=log, stderr=subprocess.STDOUT))
+    return procs
+
+
+def stop_all(procs: Sequence[subprocess.Popen]) -> None:
+    """Kill whatever of ``procs`` still runs (a test's clean-up)."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def load_state(path: str) -> Dict[str, torch.Tensor]:
     return torch.load(path, map_location="cpu", weights_only=True)
 
@@ -150,6 +176,40 @@ class LinearStandIn(torch.nn.Module):
         if float(feats[0, 0, 0]) > 100:
             loss = loss * float("nan")
         return {"loss": loss, "loss_ctc": None, "loss_att": None}
+
+
+class ConstantLoss(torch.nn.Module):
+    """Loss = mean of the batch's features, whatever the weights (so it is known in advance)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, feats, feats_lengths, target, target_lengths):
+        return {"loss": feats.mean() + 0.0 * self.w.sum(), "loss_ctc": None, "loss_att": None}
+
+
+class ListSet:
+    """Stands in for the training Dataset of Executor.fit: the loader is the batch list."""
+
+    def set_epoch(self, epoch):
+        pass
+
+    def consume(self, loader):
+        return loader
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
+
+def constant_batches(values: Sequence[float], utts: int = 1) -> List[Dict[str, torch.Tensor]]:
+    """One batch of ``utts`` utterances per value, every feature equal to that value."""
+    return [{"keys": [f"k{i}" for i in range(utts)], "feats": torch.full((utts, 5, 4), v),
+             "feats_lengths": torch.full((utts,), 5), "target": torch.zeros(utts, 1, dtype=torch.long),
+             "target_lengths": torch.ones(utts, dtype=torch.long)} for v in values]
 
 
 def ddp_nan_worker(rank: int, init_file: str, poisoned_batch: int, out_dir: str) -> None:

@@ -10,7 +10,8 @@ averaged and are copied from the reference checkpoint: the best one with
 ``--val_best``, the newest one otherwise.
 
 ``--use_model_avg`` writes instead the training-time running average
-``{N}.avg.pt`` of the newest (or val-best) epoch, cast to the dtypes of
+``{N}.avg.pt`` of the newest (or val-best) epoch among those whose average
+training kept (its ``keep_last_k``), cast to the dtypes of
 ``{N}.pt`` when that file exists (float32 otherwise).
 """
 from __future__ import annotations
@@ -22,8 +23,8 @@ from typing import Dict, List, Optional, Tuple
 
 import torch
 
-from wenet.train.checkpoint import (AVERAGE_SUFFIX, INFOS_SUFFIX, atomic_torch_save,
-                                    epoch_checkpoints, epoch_file)
+from wenet.train.checkpoint import (AVERAGE_SUFFIX, INFOS_SUFFIX, MODEL_SUFFIX,
+                                    atomic_torch_save, epoch_checkpoints, epoch_file)
 from wenet.utils.file_utils import load_yaml
 
 
@@ -40,9 +41,11 @@ def _read_cv_loss(yaml_path: str, n: int) -> Optional[Tuple[float, int]]:
 
 
 def select_checkpoints(src_path: str, num: int, val_best: bool, min_epoch: int = 0,
-                       max_epoch: int = 1 << 62) -> List[int]:
-    """Epoch numbers to average, the reference (best or newest) one first."""
-    ckpts = dict(epoch_checkpoints(src_path))
+                       max_epoch: int = 1 << 62, suffix: str = MODEL_SUFFIX) -> List[int]:
+    """Epoch numbers to average, the reference (best or newest) one first, among the
+    epochs that have a ``{N}`` + ``suffix`` file (``.avg.pt``: those whose running
+    average training kept, see its ``keep_last_k``)."""
+    ckpts = dict(epoch_checkpoints(src_path, suffix))
     if val_best:
         ranked = []
         for n in ckpts:
@@ -58,7 +61,7 @@ def select_checkpoints(src_path: str, num: int, val_best: bool, min_epoch: int =
     else:
         eligible = sorted((n for n in ckpts if min_epoch <= n <= max_epoch), reverse=True)
         chosen = eligible[:num]
-        what = f"epoch checkpoints {{N}}.pt with {min_epoch} <= N <= {max_epoch}"
+        what = f"epoch checkpoints {{N}}{suffix} with {min_epoch} <= N <= {max_epoch}"
         found = len(eligible)
     if found < num:
         raise ValueError(f"asked to average {num} checkpoints but found only {found} {what} "
@@ -119,7 +122,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         parser.error("--num must be at least 1")
     if args.use_model_avg:
         n = select_checkpoints(args.src_path, 1, args.val_best, args.min_epoch,
-                               args.max_epoch)[0]
+                               args.max_epoch, suffix=AVERAGE_SUFFIX)[0]
         logging.info("writing the running average of epoch %d", n)
         state = running_average(args.src_path, n)
     else:
@@ -128,9 +131,28 @@ def main(argv: Optional[List[str]] = None) -> None:
         paths = [epoch_file(args.src_path, n) for n in chosen]
         logging.info("averaging %s", " ".join(paths))
         state = average_state_dicts(paths)
-    os.makedirs(os.path.dirname(os.path.abspath(args.dst_model)), exist_ok=True)
-    atomic_torch_save(state, args.dst_model)
+    write_model(state, args.dst_model)
     logging.info("wrote %s", args.dst_model)
+
+
+def write_model(state: Dict[str, torch.Tensor], path: str) -> None:
+    """Save ``state`` to ``path`` atomically; on failure nothing is left behind: neither
+    the temporary file nor the directories created for it."""
+    created = []
+    folder = os.path.dirname(os.path.abspath(path))
+    while not os.path.isdir(folder):
+        created.append(folder)
+        folder = os.path.dirname(folder)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    try:
+        atomic_torch_save(state, path)
+    except BaseException:
+        for folder in created:  # innermost first; only if still empty
+            try:
+                os.rmdir(folder)
+            except OSError:
+                break
+        raise
 
 
 if __name__ == "__main__":

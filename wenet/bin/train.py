@@ -6,6 +6,14 @@ when its ``NAME.resume.pt`` exists; weights only otherwise). Without
 resumed from the newest one, so rerunning an interrupted stage 4 continues it
 and rerunning a finished one does nothing. Use a fresh --model_dir to start over.
 
+Disk: rank 0 removes the temporary files that writers killed in an earlier run
+left in the model_dir, and keeps the resume states and running averages of the
+newest ``keep_last_k`` epochs only (wenet/train/retention.py).
+
+Errors: a fault found while setting up (a config error naming file:line, a
+missing file, ranks that did not all join within ``--ddp_timeout``) or an epoch
+that trained on nothing is one line on stderr and exit status 1.
+
 Transfer: ``--init_checkpoint OTHER/NAME.pt`` starts a new run from another
 experiment's weights (those with the same name and shape, minus
 ``--init_exclude REGEX``); optimizer, scheduler and epochs start afresh.
@@ -13,10 +21,11 @@ experiment's weights (those with the same name and shape, minus
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
 
@@ -27,15 +36,27 @@ from wenet.train.checkpoint import checkpoint_base, load_init_weights
 from wenet.train.executor import Executor
 from wenet.train.model_average import ModelAverager
 from wenet.train.optim import build_optimizer
+from wenet.train.retention import format_usage, model_dir_usage, remove_stale_temp_files
 from wenet.train.scheduler import build_scheduler
-from wenet.train.setup import (AMP_DTYPES, DistInfo, TrainConf, amp_dtype_for, init_distributed,
-                               input_dim_of, override_config, save_yaml, seed_everything,
+from wenet.train.setup import (AMP_DTYPES, DistInfo, TrainConf, TrainingError, amp_dtype_for,
+                               init_distributed, input_dim_of, override_config, save_yaml, seed_everything,
                                shutdown_distributed, train_yaml_configs, training_device,
                                under_torchrun)
 from wenet.utils.file_utils import load_yaml, read_symbol_table
 
 LoaderFactories = Tuple[Callable[[int], torch.utils.data.DataLoader],
                         Callable[[], torch.utils.data.DataLoader]]
+
+
+def _positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds (a number > 0), got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected seconds (a number > 0), got {text!r}")
+    return value
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -77,8 +98,11 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--ddp.rank", dest="ddp_rank", type=int, default=0)
     p.add_argument("--ddp.dist_backend", dest="ddp_dist_backend", default=None,
                    choices=["nccl", "gloo"], help="default: nccl on GPU, gloo on CPU")
-    p.add_argument("--ddp.timeout", dest="ddp_timeout", type=float, default=60.0,
-                   help="seconds a collective may wait for the other ranks before failing")
+    p.add_argument("--ddp_timeout", "--ddp.timeout", dest="ddp_timeout", type=_positive_seconds,
+                   default=60.0,
+                   help="seconds a rank waits for the others: at the rendezvous (how late a "
+                        "second node may join), in every collective (how long peers wait while "
+                        "rank 0 writes a checkpoint); then it fails")
     return p
 
 
@@ -101,7 +125,10 @@ def init_process_group(args: argparse.Namespace) -> DistInfo:
 def init_configs(args: argparse.Namespace, info: DistInfo
                  ) -> Tuple[Dict[str, Any], TrainConf, Dict[str, int]]:
     """The config with overrides and the dimensions, its training keys, and the units;
-    rank 0 writes it to MODEL_DIR/train.yaml."""
+    rank 0 writes it to MODEL_DIR/train.yaml, after removing the temporary files that
+    writers killed in an earlier run left there."""
+    if info.rank == 0:
+        remove_stale_temp_files(args.model_dir)
     configs = override_config(load_yaml(args.config), args.override_config)
     conf = TrainConf.from_configs(configs)
     symbols = read_symbol_table(args.symbol_table)
@@ -124,8 +151,8 @@ def init_datasets(args: argparse.Namespace, configs: Dict[str, Any], symbols: Di
     return train_set, cv_set
 
 
-def init_dataloaders(args: argparse.Namespace, train_set: Dataset, cv_set: Dataset
-                     ) -> LoaderFactories:
+def init_dataloaders(args: argparse.Namespace, info: DistInfo, train_set: Dataset,
+                     cv_set: Dataset) -> LoaderFactories:
     """Factories of the epoch's training DataLoader and of the CV DataLoader."""
     num_workers = args.num_workers
     if train_set.cache_features and num_workers > 0:
@@ -133,6 +160,8 @@ def init_dataloaders(args: argparse.Namespace, train_set: Dataset, cv_set: Datas
         logging.info("dataset_conf.cache_features: the data pipeline runs in the training "
                      "process (num_workers 0 instead of %d)", num_workers)
         num_workers = 0
+    for dataset in (train_set, cv_set):  # refuses a raw list too short for every reader
+        dataset.check_readers(info.world_size, num_workers)
 
     def loader(dataset: Dataset, epoch: int) -> torch.utils.data.DataLoader:
         # An explicit generator: creating the iterator must not draw from the global RNG,
@@ -199,12 +228,25 @@ def run_training(args: argparse.Namespace, executor: Executor, loaders: LoaderFa
             executor.writer.close()
     logging.info("training finished: %d epochs, %d updates", executor.conf.max_epoch,
                  executor.state.step)
+    if executor.dist.rank == 0:
+        logging.info("%s holds %s", args.model_dir, format_usage(model_dir_usage(args.model_dir)))
+
+
+@contextlib.contextmanager
+def _setup_errors() -> Iterator[None]:
+    """A bad file or option found while setting up (ValueError, OSError: a config error
+    naming file:line, a missing file) becomes a TrainingError: one line, no traceback."""
+    try:
+        yield
+    except (ValueError, OSError) as e:
+        raise TrainingError(str(e)) from e
 
 
 def main(argv: Optional[List[str]] = None) -> None:
     args = get_parser().parse_args(argv)
     init_logging(args)
-    info = init_process_group(args)
+    with _setup_errors():
+        info = init_process_group(args)
     _train(args, info)
     # only now are _train's locals (the DDP model that holds the group) gone; an
     # exception skips this, so a failing rank never waits on its peers' barrier
@@ -215,20 +257,30 @@ def main(argv: Optional[List[str]] = None) -> None:
 def _train(args: argparse.Namespace, info: DistInfo) -> None:
     """Everything between joining and leaving the process group, in this order (the RNG
     draws of dataset, model and dropout depend on it)."""
-    device = training_device(args.gpu, info.local_rank)
-    configs, conf, symbols = init_configs(args, info)
-    seed_everything(args.seed)
-    train_set, cv_set = init_datasets(args, configs, symbols)
-    loaders = init_dataloaders(args, train_set, cv_set)
-    model = init_model_for_training(args, configs, device, info)
-    seed_everything(args.seed + info.rank)  # distinct dropout streams per rank
-    executor = init_executor(args, conf, model, device, info, train_set)
-    init_resume(args, executor)
+    with _setup_errors():
+        device = training_device(args.gpu, info.local_rank)
+        configs, conf, symbols = init_configs(args, info)
+        seed_everything(args.seed)
+        train_set, cv_set = init_datasets(args, configs, symbols)
+        loaders = init_dataloaders(args, info, train_set, cv_set)
+        model = init_model_for_training(args, configs, device, info)
+        seed_everything(args.seed + info.rank)  # distinct dropout streams per rank
+        executor = init_executor(args, conf, model, device, info, train_set)
+        init_resume(args, executor)
     run_training(args, executor, loaders)
 
 
-if __name__ == "__main__":
+def cli(argv: Optional[List[str]] = None) -> int:
+    """``main`` with the exit status: 1 and one line on stderr for a TrainingError, 130 on ^C."""
     try:
-        main()
+        main(argv)
+    except TrainingError as e:
+        print(f"train.py: error: {e}", file=sys.stderr, flush=True)
+        return 1
     except KeyboardInterrupt:
-        sys.exit(130)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

@@ -15,7 +15,9 @@ What it does per batch, in order (every rank in lock-step):
    ``save_interval`` updates, a log line / tensorboard point every ``log_interval`` batches.
 
 Each epoch ends with CV (loss averaged over utterances of all ranks) and the
-``{epoch}`` checkpoint. What the loop reports is wenet/train/progress.py; what a
+``{epoch}`` checkpoint, after which rank 0 prunes older ones (``keep_last_k``,
+wenet/train/retention.py). An epoch that got no batch at all (every utterance
+filtered, or a rank without data) is an error, not a silent ``nan``. What the loop reports is wenet/train/progress.py; what a
 checkpoint holds to continue bit-for-bit, and how it is restored, is wenet/train/resume.py.
 """
 from __future__ import annotations
@@ -37,7 +39,8 @@ from wenet.train.checkpoint import (dump_bad_batch, epoch_base, prune_step_check
 from wenet.train.model_average import ModelAverager
 from wenet.train.progress import EpochProgress, StepTimes, log_epoch_losses
 from wenet.train.resume import TrainState
-from wenet.train.setup import DistInfo, TrainConf
+from wenet.train.retention import prune_checkpoints
+from wenet.train.setup import DistInfo, TrainConf, TrainingError
 
 
 class Executor:
@@ -63,6 +66,7 @@ class Executor:
         self.averager = averager
         self.state = TrainState()
         self.times = StepTimes()
+        self._had_batch = False  # this epoch, on this rank (see _no_batch_error)
 
     # ----------------------------------------------------------------- collectives
     def _reduce(self, values, op=None) -> torch.Tensor:
@@ -99,6 +103,8 @@ class Executor:
             self.state.epoch_done = True
             self.check_replicas()
             resume.save(self, epoch_base(self.model_dir, epoch), cv_loss=cv_loss, train_loss=train_loss)
+            if self.dist.rank == 0:  # the new checkpoint is complete: older ones may go
+                prune_checkpoints(self.model_dir, epoch, self.conf.keep_last_k)
 
     def epoch_train_loss(self) -> float:
         """Mean training loss per utterance over this epoch's good batches of all ranks.
@@ -119,6 +125,7 @@ class Executor:
         conf, st = self.conf, self.state
         self.model.train()
         it = iter(loader)
+        self._had_batch = False  # whether this rank's data gave at least one batch
         pending = 0  # good batches whose gradients wait for the update
         progress = EpochProgress(st, self.times, conf, self.dist, self.writer)
         while (batch := self._next_batch(it)) is not None:
@@ -149,12 +156,34 @@ class Executor:
         st.train_seconds += time.time() - progress.start
         st.batches_per_epoch = st.batches_done
         progress.log_epoch_end(st, self.times)
+        if st.batches_done == 0:
+            self._no_batch_error()
+
+    def _no_batch_error(self) -> None:
+        """An epoch without a single batch (on every rank, by the end-of-data protocol) is
+        an error: naming the ranks that had no data, which end an epoch for all."""
+        world = self.dist.world_size
+        mine = [0.0] * world
+        mine[self.dist.rank] = 1.0 if self._had_batch else 0.0
+        had = self._reduce(mine)
+        empty = [r for r in range(world) if float(had[r]) == 0.0]
+        if world == 1:
+            where = "the data gave no batch"
+        elif len(empty) == world:
+            where = f"none of the {world} ranks got a batch"
+        else:
+            where = (f"rank(s) {', '.join(map(str, empty))} of {world} got no batch, which ends "
+                     "the epoch for every rank")
+        raise TrainingError(f"epoch {self.state.epoch} trained on nothing: {where}; see the "
+                            "data pipeline's summary (every utterance skipped or filtered, or "
+                            "a rank without data.list lines)")
 
     def _next_batch(self, it: Iterable) -> Optional[Dict[str, Any]]:
         """The next batch, or None for every rank as soon as one rank has run out."""
         start = time.perf_counter()
         batch = next(it, None)
         self.times.data += time.perf_counter() - start
+        self._had_batch = self._had_batch or batch is not None
         if self._reduce([0.0 if batch is None else 1.0], dist.ReduceOp.MIN).item() < 1:
             if batch is not None:
                 logging.info("another rank ran out of data: ending epoch %d with a batch "

@@ -27,6 +27,11 @@ from wenet.utils.file_utils import atomic_write_text
 _TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")
 
 
+class TrainingError(RuntimeError):
+    """A fault of the run's set-up or data whose message says everything: train.py prints
+    it as one line (no traceback) and exits non-zero."""
+
+
 @dataclass
 class TrainConf:
     """The training-loop keys of the YAML config (top level, as in WeNet 2.x) and their defaults."""
@@ -37,6 +42,8 @@ class TrainConf:
     log_interval: int = 100          # batches between log lines / tensorboard points
     save_interval: int = 0           # updates between step_{S} checkpoints; 0: only at epoch ends
     keep_step_checkpoints: int = 2   # newest step_{S} checkpoints kept on disk
+    keep_last_k: int = 1             # epochs whose {N}.resume.pt and {N}.avg.pt are kept (the
+                                     # newest k); {N}.pt and {N}.yaml are always kept
     average_period: int = 100        # updates between model-average updates
     max_bad_steps: int = 20          # consecutive non-finite steps before stopping with a dump
     optim: str = "adam"              # adam | adamw
@@ -51,8 +58,10 @@ class TrainConf:
         kwargs = {f.name: configs[f.name] for f in fields(cls) if f.name in configs}
         kwargs["frame_shift_ms"] = FeatureConf.from_config(configs).frame_shift
         conf = cls(**kwargs)
-        if conf.accum_grad < 1 or conf.max_epoch < 1 or conf.log_interval < 1:
-            raise ValueError(f"accum_grad, max_epoch and log_interval must be >= 1: {conf}")
+        for name in ("accum_grad", "max_epoch", "log_interval", "keep_last_k"):
+            value = getattr(conf, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"config key {name} must be an integer >= 1, got {value!r}")
         return conf
 
 
@@ -122,8 +131,10 @@ def init_distributed(init_method: Optional[str], world_size: int, rank: int, bac
                      timeout_s: float) -> DistInfo:
     """Join the process group: torchrun's env:// values when present, else the given ones.
 
-    ``timeout_s`` bounds every collective, so a rank whose peer died or hangs
-    fails with an error instead of waiting forever.
+    ``timeout_s`` (train.py's ``--ddp_timeout``) bounds the rendezvous (how late the
+    last rank, e.g. a second node's, may join) and every collective (how long peers
+    wait while rank 0 writes a checkpoint), so a rank whose peer died or hangs fails
+    with an error instead of waiting forever.
     """
     if under_torchrun():
         info = DistInfo(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
@@ -139,8 +150,13 @@ def init_distributed(init_method: Optional[str], world_size: int, rank: int, bac
             raise ValueError("--ddp.init_method is required when --ddp.world_size > 1")
         logging.info("joining process group: %s, rank %d of %d, backend %s, timeout %.0f s",
                      init_method, info.rank, info.world_size, backend, timeout_s)
-        dist.init_process_group(backend, init_method=init_method, world_size=info.world_size,
-                                rank=info.rank, timeout=datetime.timedelta(seconds=timeout_s))
+        try:
+            dist.init_process_group(backend, init_method=init_method, world_size=info.world_size,
+                                    rank=info.rank, timeout=datetime.timedelta(seconds=timeout_s))
+        except RuntimeError as e:  # the rendezvous store's "Wait timeout" and kin
+            raise TrainingError(f"rank {info.rank}: the {info.world_size} ranks did not all join "
+                                f"{init_method} within {timeout_s:g} s (--ddp_timeout): "
+                                f"{str(e).strip().splitlines()[0]}") from e
     return info
 
 

@@ -483,10 +483,15 @@ def test_feature_cache_first_pass_equals_uncached_with_dither(tmp_path):
     cached = Dataset("shard", data_list, TABLE, dict(conf, cache_features=True), seed=1)
     _assert_same_batches(_batches(cached, 0), want)
     # a pass stopped half-way caches only the list items it read to their end
-    partial = Dataset("shard", data_list, TABLE, dict(conf, cache_features=True), seed=1)
+    # (no shuffle or sort, batch size 1: the 4th batch is the first of the second shard)
+    partial = Dataset("shard", data_list, TABLE, dict(
+        conf, cache_features=True, shuffle=False, sort=False,
+        batch_conf={"batch_type": "static", "batch_size": 1}), seed=1)
     partial.set_epoch(0)
-    next(iter(partial))
-    assert 0 < len(partial._cache) < 3
+    batches = iter(partial)
+    for _ in range(4):
+        next(batches)
+    assert [os.path.basename(p) for p in partial._cache] == ["shard000.tar"]
 
 
 def test_feature_cache_refuses_speed_perturb(tmp_path):

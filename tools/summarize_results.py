@@ -22,9 +22,11 @@ from wenet.utils.file_utils import atomic_write_text
 from wenet.eval.results import (collect_scores, count_parameters, format_duration,
                                  read_epoch_infos, results_table, training_wall_time)
 
-RTF_NOTE = ("RTF of a mode = (encoder time + that mode's own search time) / audio seconds: the "
-            "encoder pass, shared by all modes, counts in full for each (recognize.py; features "
-            "and data loading not counted).")
+RTF_NOTE = ("RTF of a mode = (encoder time + that mode's search time) / audio seconds: the "
+            "encoder pass, shared by all modes, and any search work a mode shares with another "
+            "(the CTC prefix beam of attention_rescoring) count in full for each, so each figure "
+            "is what decoding that mode alone costs (recognize.py; features and data loading "
+            "not counted).")
 
 
 def model_section(exp_dir: str, config_name: str, checkpoint: Optional[str]) -> List[str]:

@@ -69,3 +69,20 @@ def test_readers_keep_crlf_and_blank_line_handling(tmp_path):
     path.write_bytes(b"a x y\r\n\r\nb \xc3\xa9\r\n")
     assert read_kaldi_map(str(path)) == {"a": "x y", "b": "\u00e9"}
     assert read_lists(str(path)) == ["a x y", "b \u00e9"]
+
+
+def test_dead_writers_temp_files_lists_only_dead_writers_with_the_prefix(tmp_path):
+    import subprocess
+    import sys
+    from wenet.utils.file_utils import dead_writers_temp_files
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # its pid now names no process (reaped)
+    dead, live = child.pid, os.getpid()
+    for name in (f"shards_000.tar.tmp.{dead}", f"shards_001.tar.tmp.{live}",
+                 f"other.tar.tmp.{dead}", "shards_002.tar", f"shards_003.tar.tmp.x{dead}"):
+        (tmp_path / name).write_bytes(b"x")
+    assert dead_writers_temp_files(str(tmp_path), "shards_") == [
+        str(tmp_path / f"shards_000.tar.tmp.{dead}")]
+    assert dead_writers_temp_files(str(tmp_path)) == [
+        str(tmp_path / f"other.tar.tmp.{dead}"), str(tmp_path / f"shards_000.tar.tmp.{dead}")]
+    assert dead_writers_temp_files(str(tmp_path / "missing")) == []

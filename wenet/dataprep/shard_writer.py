@@ -19,7 +19,6 @@ carry fixed metadata (mtime 0, mode 0644), so a rerun gives identical files.
 """
 from __future__ import annotations
 
-import glob
 import io
 import logging
 import multiprocessing
@@ -33,7 +32,7 @@ from tqdm import tqdm
 from wenet.dataset.audio import (AudioError, audio_header, cut_audio, decode_audio, encode_wav16,
                                  read_audio_bytes, reencode_wav, resample)
 from wenet.dataprep.data_list import Utterance
-from wenet.utils.file_utils import TMP_MARK, atomic_open, atomic_write_text
+from wenet.utils.file_utils import atomic_open, atomic_write_text, dead_writers_temp_files
 
 _Failure = Tuple[str, str]  # (utterance key, reason)
 
@@ -144,7 +143,7 @@ def make_shards(utts: List[Utterance], shards_dir: str, data_list: str, num_utts
     if num_utts_per_shard <= 0:
         raise ValueError(f"num_utts_per_shard must be positive, got {num_utts_per_shard}")
     os.makedirs(shards_dir, exist_ok=True)
-    for stale in glob.glob(os.path.join(glob.escape(shards_dir), f"{glob.escape(prefix)}_*.tar{TMP_MARK}*")):
+    for stale in dead_writers_temp_files(shards_dir, f"{prefix}_"):
         logging.warning("removing %s, left by an interrupted run", stale)
         os.remove(stale)
     tasks = [(utts[i:i + num_utts_per_shard],

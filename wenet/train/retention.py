@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Tuple
 from wenet.train.checkpoint import (AVERAGE_SUFFIX, INFOS_SUFFIX, MODEL_SUFFIX, RESUME_SUFFIX,
                                     checkpoint_files, epoch_base, load_infos,
                                     parse_checkpoint_name)
-from wenet.utils.file_utils import TMP_MARK
+from wenet.utils.file_utils import TMP_MARK, dead_writers_temp_files
 
 _TEMP_DIRS = ("", "bad_batch")  # the model dir and the bad-batch dump dir under it
 
@@ -70,32 +70,11 @@ def _remove_steps_up_to(model_dir: str, step: int) -> List[str]:
     return removed
 
 
-def _pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this machine (one of another user counts)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def stale_temp_files(model_dir: str) -> List[str]:
-    """``*.tmp.<pid>`` files in ``model_dir`` (and its bad_batch/) whose process is gone."""
-    found = []
+    """Temporaries of dead writers in ``model_dir`` and its bad_batch/ (``file_utils``)."""
+    found: List[str] = []
     for sub in _TEMP_DIRS:
-        folder = os.path.join(model_dir, sub)
-        if not os.path.isdir(folder):
-            continue
-        for name in sorted(os.listdir(folder)):
-            head, mark, pid = name.rpartition(TMP_MARK)
-            if mark and head and pid.isdigit() and not _pid_alive(int(pid)):
-                path = os.path.join(folder, name)
-                if os.path.isfile(path) and not os.path.islink(path):
-                    found.append(path)
+        found += dead_writers_temp_files(os.path.join(model_dir, sub))
     return found
 
 

@@ -132,6 +132,35 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (one of another user counts)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def dead_writers_temp_files(folder: str, prefix: str = "") -> List[str]:
+    """``<prefix>*.tmp.<pid>`` files in ``folder`` whose writer (``pid``) is gone: what a
+    killed ``atomic_open`` left behind. A live writer's temporary is never listed."""
+    if not os.path.isdir(folder):
+        return []
+    found = []
+    for name in sorted(os.listdir(folder)):
+        head, mark, pid = name.rpartition(TMP_MARK)
+        if (mark and head.startswith(prefix) and head and pid.isdigit()
+                and not _pid_alive(int(pid))):
+            path = os.path.join(folder, name)
+            if os.path.isfile(path) and not os.path.islink(path):
+                found.append(path)
+    return found
+
+
 @contextlib.contextmanager
 def atomic_open(path: str, mode: str = "w") -> Iterator[IO]:
     """Open ``<path>.tmp.<pid>`` for writing; on a clean exit flush, fsync and rename it

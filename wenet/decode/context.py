@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set
 
 import torch
 
+from wenet.decode.context_graph import ContextGraph
 from wenet.decode.ctc import ctc_prefix_beam_search
 from wenet.decode.hyps import NBest
 from wenet.decode.transducer import rnnt_beam_search
@@ -40,6 +41,7 @@ class DecodeOptions:
     length_penalty: float = 0.0      # attention: length normalisation exponent
     blank_skip_threshold: Optional[float] = 0.999  # CTC prefix search; None disables
     max_sym_per_frame: int = 1       # rnnt_greedy_search: labels per frame at most
+    context_graph: Optional[ContextGraph] = None  # hotword biasing (context_graph.py)
 
 
 class ModeResult(NamedTuple):

@@ -4,7 +4,10 @@
 Usage: compute-wer.py [--char=0|1] [--v=0|1] [--cs=0|1] [--ig=FILE] [--rt=0|1]
                       [--padding-symbol=space|underline] REF HYP > WER
 Both files hold ``key text`` lines. The report matches WeNet's tools/compute-wer.py
-(per-utterance blocks with --v=1, then the ``Overall ->`` line).
+(per-utterance blocks with --v=1, then the ``Overall ->`` line). Keys that are in only
+one file are named on stderr and counted on an ``Unscored ->`` line after ``Overall``:
+hypotheses without reference (recognised audio that has no transcript) are not scored,
+references without hypothesis count as deletions.
 """
 import argparse
 import logging

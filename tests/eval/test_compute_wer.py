@@ -37,7 +37,9 @@ def test_full_report_insertions_at_both_ends_empty_and_missing_hyp(tmp_path):
         "\nutt: u3\nWER: 100.00 % N=3 C=0 S=0 D=3 I=0\n"
         "lab: P Q R \nrec:       \n\n"
         + "=" * 75 + "\n\n"
-        "Overall -> 87.50 % N=8 C=3 S=0 D=5 I=2\n")
+        "Overall -> 87.50 % N=8 C=3 S=0 D=5 I=2\n"
+        "Unscored -> 1 hypotheses without reference (u9); 1 references without hypothesis, "
+        "counted as deletions (u3)\n")
     assert out == expected
     assert "no hypothesis for utterance 'u3'" in err
     assert "'u9' has no reference" in err

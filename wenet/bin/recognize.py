@@ -61,8 +61,10 @@ def _decoding_chunk_size(value: str) -> int:
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--config", required=True, help="train.yaml of the experiment")
-    p.add_argument("--test_data", required=True, help="data.list to recognise")
-    p.add_argument("--data_type", default="raw", choices=["raw", "shard"])
+    p.add_argument("--test_data", required=True,
+                   help="data.list (raw or shard), or with --data_type scp a wav.scp or a "
+                        "list of audio files; transcripts are optional (scoring only)")
+    p.add_argument("--data_type", default="raw", choices=["raw", "shard", "scp"])
     p.add_argument("--checkpoint", default=None,
                    help="model state_dict; none: random initialisation (benchmarks only)")
     p.add_argument("--dict", required=True, help="units.txt")
@@ -229,7 +231,7 @@ def recognize(args: argparse.Namespace) -> Dict[str, Any]:
     frame_shift_ms = FeatureConf.from_dataset_conf(conf).frame_shift
     tokenizer = Tokenizer(read_symbol_table(args.dict))
     dataset = Dataset(args.data_type, args.test_data, tokenizer.symbol_table, conf,
-                      args.bpe_model, partition=False, training=False)
+                      args.bpe_model, partition=False, training=False, need_text=False)
     loader = DataLoader(dataset, batch_size=None, num_workers=args.num_workers)
     paths = {m: (os.path.join(args.result_dir, m, "text") if args.result_dir
                  else args.result_file) for m in modes}

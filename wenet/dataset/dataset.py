@@ -37,6 +37,7 @@ lines than readers are refused with the numbers.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import random
 from collections import Counter
@@ -104,7 +105,8 @@ class Dataset(IterableDataset):
     """Iterable of ready batches (dicts, see docs/interfaces.md) for one rank.
 
     Args:
-        data_type: ``shard`` (data.list holds tar paths or URLs) or ``raw`` (JSON lines).
+        data_type: ``shard`` (data.list holds tar paths or URLs), ``raw`` (JSON lines)
+            or ``scp`` (wav.scp lines or audio file paths; recognition only).
         data_list_file: the data.list.
         symbol_table: ``units.txt`` path or its {token: id} dict.
         conf: WeNet 2.x ``dataset_conf``.
@@ -115,16 +117,22 @@ class Dataset(IterableDataset):
         rank, world_size: this process's place; default from torch.distributed
             when initialised, else 0 and 1.
         seed: base of every per-pass seed.
+        need_text: False for recognition: a missing, empty or OOV transcript neither
+            drops nor changes an utterance (not tokenised; ``target`` empty).
     """
 
     def __init__(self, data_type: str, data_list_file: str,
                  symbol_table: Union[str, Dict[str, int]], conf: dict,
                  bpe_model: Optional[str] = None, partition: bool = True, *,
                  training: bool = True, rank: Optional[int] = None,
-                 world_size: Optional[int] = None, seed: int = 0) -> None:
+                 world_size: Optional[int] = None, seed: int = 0,
+                 need_text: bool = True) -> None:
         super().__init__()
-        if data_type not in ("shard", "raw"):
-            raise ValueError(f"data_type must be 'shard' or 'raw', got {data_type!r}")
+        if data_type not in ("shard", "raw", "scp"):
+            raise ValueError(f"data_type must be 'shard', 'raw' or 'scp', got {data_type!r}")
+        if data_type == "scp" and need_text:
+            raise ValueError("data_type 'scp' has no transcripts: use it with need_text=False")
+        self.need_text = need_text
         feats_type = conf.get("feats_type", "fbank")
         if feats_type != "fbank":
             raise ValueError(f"dataset_conf.feats_type {feats_type!r} is not supported (fbank)")
@@ -264,7 +272,7 @@ class Dataset(IterableDataset):
         """The number of readers (``ranks`` x ``num_workers``); raises when some would get no
         data: a raw list (one utterance per line) with fewer lines than readers."""
         readers = (ranks if self.partition else 1) * max(1, num_workers)
-        if self.data_type == "raw" and len(self.lists) < readers:
+        if self.data_type != "shard" and len(self.lists) < readers:
             raise ValueError(f"{self.data_list_file}: {len(self.lists)} utterances for {ranks} "
                              f"rank(s) x {max(1, num_workers)} DataLoader worker(s): every "
                              f"reader needs at least one; use fewer ranks or workers")
@@ -296,7 +304,10 @@ class Dataset(IterableDataset):
     def _samples(self, reading: "_Reading") -> Iterator[dict]:
         """The samples of the reader's list items (only its share of their utterances when
         splitting by utterance: utterance j of line i when (i + j) mod readers is its number)."""
-        read = sources.shard_samples if self.data_type == "shard" else sources.raw_samples
+        read = {"scp": sources.scp_samples,
+                "shard": functools.partial(sources.shard_samples, need_text=self.need_text),
+                "raw": functools.partial(sources.raw_samples, need_text=self.need_text),
+                }[self.data_type]
         if reading.share is None:
             yield from read(reading.items, reading.stats)
             return
@@ -311,7 +322,10 @@ class Dataset(IterableDataset):
         """The stages up to fbank: list items → samples with ``feat`` and ``label``."""
         conf, train, stats = self.conf, self.training, reading.stats
         data = processor.check_audio(self._samples(reading), stats)
-        data = processor.tokenize(data, self.tokenizer, stats)
+        if self.need_text:
+            data = processor.tokenize(data, self.tokenizer, stats)
+        else:  # recognition: the text is for scoring only, never a reason to drop
+            data = (dict(s, label=[]) for s in data)
         data = processor.filter_samples(data, stats, **_sub(conf, "filter_conf"))
         data = processor.resample_samples(data, stats, **_sub(conf, "resample_conf"))
         if train and conf.get("speed_perturb", False):

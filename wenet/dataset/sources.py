@@ -3,12 +3,19 @@
 A shard is read as a stream (a local path or an http(s) URL); its members are
 grouped by key into ``{key, src, txt, wav, sample_rate}`` samples. A raw list
 line is a JSON object whose ``wav`` is a wav.scp value, optionally cut by
-``start``/``end``. As in every stage, bad data is skipped and counted in a
-``PipelineStats`` with a warning that names the utterance and where it came from.
+``start``/``end``. An ``scp`` list line is a wav.scp line (``key value``) or the
+path of an audio file (key: its name without the extension). As in every stage,
+bad data is skipped and counted in a ``PipelineStats`` with a warning that names
+the utterance and where it came from.
+
+With ``need_text=False`` (recognition) the transcript is optional: a missing or
+empty one becomes ``""`` and the utterance is kept; only training and
+cross-validation, which need labels, skip such utterances.
 """
 from __future__ import annotations
 
 import json
+import os
 import tarfile
 import urllib.request
 from typing import BinaryIO, Dict, Iterable, Iterator, Optional, Tuple
@@ -30,7 +37,7 @@ def open_stream(src: str) -> BinaryIO:
     return open(src, "rb")
 
 
-def _finish_group(group: Sample, stats: PipelineStats) -> Optional[Sample]:
+def _finish_group(group: Sample, stats: PipelineStats, need_text: bool = True) -> Optional[Sample]:
     """A complete sample from one shard group, or None (counted) when it is unusable."""
     key, src = group["key"], group["src"]
     others = group.get("other_exts", [])
@@ -42,18 +49,20 @@ def _finish_group(group: Sample, stats: PipelineStats) -> Optional[Sample]:
     for ext in others:
         stats.warn("unknown_member", f"shard {src}: member {key}.{ext} is neither "
                    "transcript nor audio, ignored")
-    if "txt" not in group:
+    if "txt" not in group and need_text:
         stats.warn("missing_transcript", f"utterance {key} in {src}: no {key}.txt member")
         return None
     if "audio" not in group:
         stats.warn("missing_audio", f"utterance {key} in {src}: no audio member")
         return None
     try:
-        txt = group["txt"].decode("utf-8").strip()
+        txt = group.get("txt", b"").decode("utf-8").strip()
     except UnicodeDecodeError as e:
-        stats.warn("bad_transcript", f"utterance {key} in {src}: transcript is not UTF-8: {e}")
-        return None
-    if not txt:
+        if need_text:
+            stats.warn("bad_transcript", f"utterance {key} in {src}: transcript is not UTF-8: {e}")
+            return None
+        txt = ""
+    if not txt and need_text:
         stats.warn("empty_transcript", f"utterance {key} in {src}: empty transcript")
         return None
     try:
@@ -83,7 +92,8 @@ def _member_key(member: tarfile.TarInfo, src: str, stats: PipelineStats) -> Opti
     return base[:dot], base[dot + 1:].lower()
 
 
-def _tar_samples(src: str, stream: BinaryIO, stats: PipelineStats) -> Iterator[Sample]:
+def _tar_samples(src: str, stream: BinaryIO, stats: PipelineStats,
+                 need_text: bool = True) -> Iterator[Sample]:
     """Read one tar shard as a stream, grouping consecutive members by key.
 
     Members are only read into memory; nothing is ever extracted to disk, so
@@ -105,7 +115,7 @@ def _tar_samples(src: str, stream: BinaryIO, stats: PipelineStats) -> Iterator[S
             key, ext = key_ext
             if group is None or group["key"] != key:
                 if group is not None:
-                    sample = _finish_group(group, stats)
+                    sample = _finish_group(group, stats, need_text)
                     if sample is not None:
                         yield sample
                 group = {"key": key, "src": src}
@@ -123,12 +133,13 @@ def _tar_samples(src: str, stream: BinaryIO, stats: PipelineStats) -> Iterator[S
                    f"{e}{lost}")
         return
     if group is not None:
-        sample = _finish_group(group, stats)
+        sample = _finish_group(group, stats, need_text)
         if sample is not None:
             yield sample
 
 
-def shard_samples(items: Iterable[ListItem], stats: PipelineStats) -> Iterator[Sample]:
+def shard_samples(items: Iterable[ListItem], stats: PipelineStats,
+                  need_text: bool = True) -> Iterator[Sample]:
     """Samples from tar shards named in data.list lines (paths or http(s) URLs)."""
     for where, src in items:
         try:
@@ -137,29 +148,63 @@ def shard_samples(items: Iterable[ListItem], stats: PipelineStats) -> Iterator[S
             stats.warn("shard_unreadable", f"{where}: cannot open shard {src}: {e}")
             continue
         try:
-            yield from _tar_samples(src, stream, stats)
+            yield from _tar_samples(src, stream, stats, need_text)
         finally:
             stream.close()
 
 
-def raw_samples(items: Iterable[ListItem], stats: PipelineStats) -> Iterator[Sample]:
-    """Samples from raw data.list lines: JSON ``{"key","wav","txt"[,"start","end"]}``."""
+def raw_samples(items: Iterable[ListItem], stats: PipelineStats,
+                need_text: bool = True) -> Iterator[Sample]:
+    """Samples from raw data.list lines: JSON ``{"key","wav","txt"[,"start","end"]}``
+    (``txt`` optional when ``need_text`` is False)."""
     for where, line in items:
         try:
             obj = json.loads(line)
-            key, spec, txt = str(obj["key"]), str(obj["wav"]), str(obj["txt"]).strip()
+            key, spec = str(obj["key"]), str(obj["wav"])
+            txt = obj["txt"] if need_text or "txt" in obj else ""
+            txt = "" if txt is None else str(txt).strip()
             start = float(obj.get("start", 0.0))
             end = obj.get("end")
             end = None if end is None else float(end)
         except (ValueError, KeyError, TypeError, AttributeError) as e:
-            stats.warn("bad_list_line", f"{where}: not a JSON object with key, wav, txt: {e}")
+            what = "key, wav, txt" if need_text else "key, wav"
+            stats.warn("bad_list_line", f"{where}: not a JSON object with {what}: {e}")
             continue
-        if not txt:
+        if not txt and need_text:
             stats.warn("empty_transcript", f"utterance {key} ({where}): empty transcript")
             continue
-        try:
-            wav, rate = load_audio(spec, start, end)
-        except AudioError as e:
-            stats.warn("audio_decode_error", f"utterance {key} ({where}): {e}")
-            continue
-        yield {"key": key, "src": where, "txt": txt, "wav": wav, "sample_rate": rate}
+        sample = _load(key, where, spec, stats, start, end)
+        if sample is not None:
+            sample["txt"] = txt
+            yield sample
+
+
+def scp_line(line: str) -> Tuple[str, str]:
+    """(key, wav.scp value) of an ``scp`` list line: ``key value`` or an audio file's path
+    (a line naming an existing file is a path; its key is the name without the extension)."""
+    line = line.strip()
+    if os.path.isfile(line) or len(line.split(None, 1)) == 1:
+        return os.path.splitext(os.path.basename(line))[0], line
+    key, spec = line.split(None, 1)
+    return key, spec.strip()
+
+
+def scp_samples(items: Iterable[ListItem], stats: PipelineStats) -> Iterator[Sample]:
+    """Samples without transcript from wav.scp lines or audio file paths (``scp_line``)."""
+    for where, line in items:
+        key, spec = scp_line(line)
+        sample = _load(key, where, spec, stats)
+        if sample is not None:
+            sample["txt"] = ""
+            yield sample
+
+
+def _load(key: str, where: str, spec: str, stats: PipelineStats, start: float = 0.0,
+          end: Optional[float] = None) -> Optional[Sample]:
+    """A sample with the audio of ``spec``, or None (counted as ``audio_decode_error``)."""
+    try:
+        wav, rate = load_audio(spec, start, end)
+    except AudioError as e:
+        stats.warn("audio_decode_error", f"utterance {key} ({where}): {e}")
+        return None
+    return {"key": key, "src": where, "wav": wav, "sample_rate": rate}

@@ -20,12 +20,19 @@ CHAR_MODE_PUNCTS = set("!,?\u3001\u3002\uff01\uff0c\uff1b\uff1f\uff1a\u300c\u300
 
 @dataclasses.dataclass
 class Counts:
-    """Error counts; ``n`` is the number of reference tokens (C + S + D)."""
+    """Error counts; ``n`` is the number of reference tokens (C + S + D).
+
+    On the total of a file, ``no_reference`` lists the hypothesis keys that have no
+    reference (not scored) and ``no_hypothesis`` the reference keys without a
+    hypothesis (scored as all deletions).
+    """
     n: int = 0
     c: int = 0
     s: int = 0
     d: int = 0
     i: int = 0
+    no_reference: List[str] = dataclasses.field(default_factory=list)
+    no_hypothesis: List[str] = dataclasses.field(default_factory=list)
 
     def add(self, other: "Counts") -> None:
         self.n += other.n
@@ -190,8 +197,10 @@ def compute_wer(ref_path: str, hyp_path: str, out: TextIO, char_mode: bool = Fal
     """Score ``hyp_path`` against ``ref_path`` and write WeNet's report to ``out``.
 
     Utterances are taken in reference order.  A reference utterance without a
-    hypothesis counts as all deletions and is warned about (WeNet skips it);
-    a hypothesis whose key is not in the reference is warned about and ignored.
+    hypothesis counts as all deletions and is warned about (WeNet skips it); a
+    hypothesis whose key is not in the reference (e.g. unlabelled audio that was
+    recognised) cannot be scored: it is warned about, and both kinds are counted on
+    a line after ``Overall`` (``Unscored -> ...``, see :func:`unscored_line`).
     """
     log = logger or logging.getLogger(__name__)
     ignore = set(ignore_words or ())
@@ -202,26 +211,38 @@ def compute_wer(ref_path: str, hyp_path: str, out: TextIO, char_mode: bool = Fal
     extra = [k for k in hyps if k not in refs]
     for k in extra:
         log.warning("%s: hypothesis '%s' has no reference in %s; ignored", hyp_path, k, ref_path)
-    missing = 0
-    total = Counts()
+    total = Counts(no_reference=extra)
     for key, ref_tokens in refs.items():
         ref = normalize(ref_tokens, ignore, case_sensitive, remove_tags)
         if key not in hyps:
             log.warning("%s: no hypothesis for utterance '%s'; counted as %d deletions",
                         hyp_path, key, len(ref))
-            missing += 1
+            total.no_hypothesis.append(key)
         hyp = normalize(hyps.get(key, []), ignore, case_sensitive, remove_tags)
         counts, pairs = align(ref, hyp)
         total.add(counts)
         if verbose:
             lab, rec = format_alignment(pairs, padding)
             out.write(f"\nutt: {key}\nWER: {counts.summary()}\n{lab}\n{rec}\n\n")
-    if missing or extra:
+    if total.no_hypothesis or extra:
         log.warning("%d reference utterances without hypothesis, %d hypotheses without "
-                    "reference", missing, len(extra))
+                    "reference", len(total.no_hypothesis), len(extra))
     if verbose:
         out.write("=" * 75 + "\n\n")
     out.write(f"Overall -> {total.summary()}\n")
+    if total.no_hypothesis or extra:
+        out.write(unscored_line(total) + "\n")
     if not verbose:
         out.write("\n")
     return total
+
+
+def unscored_line(total: Counts, show: int = 10) -> str:
+    """``Unscored -> H hypotheses without reference (keys...); R references without
+    hypothesis, counted as deletions (keys...)``: what the ``Overall`` line leaves out."""
+    def keys(ks: List[str]) -> str:
+        more = f" +{len(ks) - show} more" if len(ks) > show else ""
+        return f" ({' '.join(ks[:show])}{more})" if ks else ""
+    return (f"Unscored -> {len(total.no_reference)} hypotheses without reference"
+            f"{keys(total.no_reference)}; {len(total.no_hypothesis)} references without "
+            f"hypothesis, counted as deletions{keys(total.no_hypothesis)}")

@@ -196,6 +196,15 @@ def word_spans(spans: Sequence[TokenSpan], token_strings: Sequence[str],
     return words
 
 
+def token_intervals(spans: Sequence[TokenSpan], token_strings: Sequence[str],
+                    frame_shift_s: float) -> List[Tuple[float, float, str]]:
+    """(start s, end s, unit) of each token span, on the time scale of ``word_spans``."""
+    if len(spans) != len(token_strings):
+        raise ValueError(f"{len(spans)} spans but {len(token_strings)} token strings")
+    return [(s.start * frame_shift_s, s.end * frame_shift_s, piece)
+            for s, piece in zip(spans, token_strings)]
+
+
 def frame_shift_seconds(subsampling_rate: int, fbank_frame_shift_ms: float) -> float:
     """Seconds per encoder output frame: ``model.subsampling_rate()`` input frames of
     ``FeatureConf.frame_shift`` milliseconds each."""

@@ -78,20 +78,37 @@ def transition_logprobs(log_probs: torch.Tensor, targets: torch.Tensor, logit_le
     """
     B, T, U1, V = log_probs.shape
     U = U1 - 1
-    device = log_probs.device
-    t = torch.arange(T, device=device).view(1, T, 1)
-    frames = logit_lengths.view(B, 1, 1)
-    in_frames = t < frames  # (B, T, 1)
-    blank_lp = log_probs[..., blank].masked_fill(~in_frames, NEG_INF)
     tgt = targets[:, :U].long().clamp(min=0)
     label_lp = log_probs[:, :, :U, :].gather(
         3, tgt.view(B, 1, U, 1).expand(B, T, U, 1)).squeeze(3)
+    return lattice_grids(log_probs[..., blank], label_lp,
+                         [log_probs[..., i] for i in big_blank_ids], durations,
+                         logit_lengths, target_lengths)
+
+
+def lattice_grids(blank_lp: torch.Tensor, label_lp: torch.Tensor, big_lp: Sequence[torch.Tensor],
+                  durations: Sequence[int], logit_lengths: torch.Tensor,
+                  target_lengths: torch.Tensor
+                  ) -> Tuple[torch.Tensor, torch.Tensor, List[torch.Tensor]]:
+    """Per-node transition log-probs -> the (B, T+1, U+1) grids the recursion runs on.
+
+    ``blank_lp`` and each of ``big_lp`` are (B, T, U+1) (the transition leaving node
+    (t, u)), ``label_lp`` (B, T, U) (label y_{u+1} leaving (t, u)).  Transitions past
+    an utterance's frames or labels, and big blanks overshooting its last frame,
+    become -inf; row T and column U of the label grid are -inf (nothing leaves them).
+    """
+    B, T, U1 = blank_lp.shape
+    U = U1 - 1
+    device = blank_lp.device
+    t = torch.arange(T, device=device).view(1, T, 1)
+    frames = logit_lengths.view(B, 1, 1)
+    in_frames = t < frames  # (B, T, 1)
+    blank_lp = blank_lp.masked_fill(~in_frames, NEG_INF)
     in_labels = torch.arange(U, device=device).view(1, 1, U) < target_lengths.view(B, 1, 1)
     label_lp = label_lp.masked_fill(~(in_frames & in_labels), NEG_INF)
     # the label leaving node u sits in column u; nothing leaves column U
     label_lp = torch.cat([label_lp, torch.full_like(blank_lp[..., :1], NEG_INF)], dim=-1)
-    big = [log_probs[..., i].masked_fill(~(t + d <= frames), NEG_INF)
-           for i, d in zip(big_blank_ids, durations)]
+    big = [b.masked_fill(~(t + d <= frames), NEG_INF) for b, d in zip(big_lp, durations)]
     row = torch.full_like(blank_lp[:, :1], NEG_INF)  # row t = T: nothing leaves it
     return (torch.cat([blank_lp, row], 1), torch.cat([label_lp, row], 1),
             [torch.cat([b, row], 1) for b in big])
@@ -129,6 +146,30 @@ def _alpha_beta(blank: torch.Tensor, label: torch.Tensor, big: List[torch.Tensor
     return _unskew(alpha, T1), _unskew(beta[:, :N], T1), log_p
 
 
+def occupancies(blank: torch.Tensor, label: torch.Tensor, big: List[torch.Tensor],
+                durations: Sequence[int], logit_lengths: torch.Tensor,
+                target_lengths: torch.Tensor
+                ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, List[torch.Tensor]]:
+    """``log P`` (B,) and the posterior occupation of every transition, (B, T, U+1) each.
+
+    Inputs are the float64 grids of :func:`lattice_grids`.  The occupation of a
+    transition is the probability mass of the paths through it divided by P, which
+    is also d log P / d (its log-probability): (blank, label, [big blank per duration]).
+    Unreachable transitions, and every transition of an utterance with P = 0, get 0.
+    """
+    alpha, beta, log_p = _alpha_beta(blank, label, big, durations, logit_lengths, target_lengths)
+    T = blank.size(1) - 1
+    base = alpha[:, :T] - log_p.view(-1, 1, 1)
+    base = base.masked_fill(~torch.isfinite(log_p).view(-1, 1, 1), NEG_INF)
+    occ_blank = torch.exp(base + blank[:, :T] + beta[:, 1:])
+    occ_label = torch.exp(base + label[:, :T] + _shift(beta[:, :T], -1))
+    occ_big = []
+    for d, bb in zip(durations, big):
+        ahead = torch.cat([beta[:, d:], torch.full_like(beta[:, :d], NEG_INF)], 1)[:, :T]
+        occ_big.append(torch.exp(base + bb[:, :T] + ahead))
+    return log_p, occ_blank, occ_label, occ_big
+
+
 class _RNNTLoss(torch.autograd.Function):
     """Costs (B,) in forward; the gradient wrt the logits is computed there and saved."""
 
@@ -145,18 +186,9 @@ class _RNNTLoss(torch.autograd.Function):
         # to float32 precision in the gradient (alpha, beta ~ -1000 lose digits in float32).
         blank_lp, label_lp = blank_lp.double(), label_lp.double()
         big_lp = [b.double() for b in big_lp]
-        alpha, beta, log_p = _alpha_beta(blank_lp, label_lp, big_lp, durations,
-                                         logit_lengths, target_lengths)
+        log_p, occ_blank, occ_label, occ_big = occupancies(
+            blank_lp, label_lp, big_lp, durations, logit_lengths, target_lengths)
         T = logits.size(1)
-        # log of (path mass through each transition) / P; -inf where unreachable
-        base = alpha[:, :T] - log_p.view(-1, 1, 1)
-        base = base.masked_fill(~torch.isfinite(log_p).view(-1, 1, 1), NEG_INF)
-        occ_blank = torch.exp(base + blank_lp[:, :T] + beta[:, 1:])
-        occ_label = torch.exp(base + label_lp[:, :T] + _shift(beta[:, :T], -1))
-        occ_big = []
-        for d, bb in zip(durations, big_lp):
-            ahead = torch.cat([beta[:, d:], torch.full_like(beta[:, :d], NEG_INF)], 1)[:, :T]
-            occ_big.append(torch.exp(base + bb[:, :T] + ahead))
         occ_blank, occ_label = occ_blank.to(lp.dtype), occ_label.to(lp.dtype)
         occ_big = [o.to(lp.dtype) for o in occ_big]
         scale = 1.0 + fastemit_lambda

@@ -12,10 +12,11 @@ masks ``bool Tensor[B, 1, T]``):
 """
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 
+from wenet.decode.context_graph import ContextGraph
 from wenet.decode.hyps import NEG_INF, Hyp, NBest
 from wenet.utils.mask import make_non_pad_mask
 
@@ -140,13 +141,20 @@ def score_hyps(decoder, encoder_out: torch.Tensor, encoder_mask: torch.Tensor,
 def attention_rescoring(decoder, encoder_out: torch.Tensor, encoder_mask: torch.Tensor,
                         nbests: Sequence[NBest], sos: int, eos: int,
                         first_pass_weight: float = 0.0,
-                        reverse_weight: float = 0.0) -> List[Tuple[List[int], float]]:
+                        reverse_weight: float = 0.0,
+                        context_graph: Optional[ContextGraph] = None
+                        ) -> List[Tuple[List[int], float]]:
     """Rescore each utterance's first-pass n-best with the attention decoder (WeNet 2.x).
 
     ``score = l2r * (1 - reverse_weight) + r2l * reverse_weight
-    + first_pass_weight * first_pass``, where ``first_pass`` is the n-best's own
-    score (the CTC prefix score for ``attention_rescoring``, the transducer beam
-    score for ``rnnt_beam_attn_rescoring``).  The argmax per utterance wins (first
+    + first_pass_weight * first_pass (+ context_graph.score(hyp))``, where
+    ``first_pass`` is the n-best's own score (the CTC prefix score for
+    ``attention_rescoring``, the transducer beam score for
+    ``rnnt_beam_attn_rescoring``; a first pass biased with the same graph has the
+    bonus in it too, so it then counts ``1 + first_pass_weight`` times, and without
+    a graph in the rescoring it counts only ``first_pass_weight`` times).  The
+    hotword bonus is the one a finished hypothesis keeps (:meth:`ContextGraph.score`).
+    The argmax per utterance wins (first
     one on ties).  All hypotheses of the batch go through one decoder call.  An
     utterance with an empty n-best yields ``([], -inf)``.
     """
@@ -165,7 +173,11 @@ def attention_rescoring(decoder, encoder_out: torch.Tensor, encoder_mask: torch.
     l2r, r2l = score_hyps(decoder, encoder_out, encoder_mask, flat, utt_index, sos, eos,
                           reverse_weight)
     total = l2r * (1.0 - reverse_weight) + r2l * reverse_weight
-    total = (total + first_pass_weight * torch.tensor(first_pass, device=total.device)).tolist()
+    total = total + first_pass_weight * torch.tensor(first_pass, device=total.device)
+    if context_graph is not None:
+        bonus = [context_graph.score(hyp) for hyp in flat]
+        total = total + torch.tensor(bonus, device=total.device)
+    total = total.tolist()
     chosen = [False] * len(nbests)
     for h, b in enumerate(owner):
         if not chosen[b] or total[h] > out[b][1]:

@@ -119,7 +119,8 @@ class BatchContext:
         """The CTC prefix beam search n-best of every utterance."""
         return self.shared("ctc_nbest", lambda: ctc_prefix_beam_search(
             self.ctc_logprobs, self.encoder_lens, self.options.beam_size,
-            blank_skip_threshold=self.options.blank_skip_threshold))
+            blank_skip_threshold=self.options.blank_skip_threshold,
+            context_graph=self.options.context_graph))
 
     @property
     def transducer_nbest(self) -> List[NBest]:

@@ -1,15 +1,17 @@
 """CTC searches: greedy best path and prefix beam search (WeNet 2.x semantics).
 
 Both take CTC log-probabilities ``[B, T, V]`` and the valid frame counts ``[B]``;
-blank id 0 unless told otherwise.
+blank id 0 unless told otherwise.  The prefix beam search optionally biases towards
+hotwords with a :class:`~wenet.decode.context_graph.ContextGraph`.
 """
 from __future__ import annotations
 
 import math
-from typing import Dict, List, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 
+from wenet.decode.context_graph import ContextGraph
 from wenet.decode.hyps import NEG_INF, Hyp, NBest
 from wenet.utils.mask import make_non_pad_mask
 
@@ -32,17 +34,26 @@ class _Beam(NamedTuple):
     ``pb``/``pnb``: log scores of the alignments ending in a blank / in the last
     token; ``last``: the prefix's last token (-1 for the empty prefix);
     ``parent``: beam index of the prefix without its last token (-1 if not in the beam).
+    With a context graph, ``cstate``: the prefix's graph state, ``cscore``: the
+    bonus it has collected (both ``None`` without one).
     """
     pb: torch.Tensor
     pnb: torch.Tensor
     last: torch.Tensor
     parent: torch.Tensor
+    cstate: Optional[torch.Tensor] = None
+    cscore: Optional[torch.Tensor] = None
+
+
+# A context graph's dense tables (ContextGraph.tables): column, next state, bonus, final.
+_Tables = Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 @torch.no_grad()
 def ctc_prefix_beam_search(ctc_logprobs: torch.Tensor, lengths: torch.Tensor,
                            beam_size: int, blank_id: int = 0,
-                           blank_skip_threshold: Optional[float] = 0.999) -> List[NBest]:
+                           blank_skip_threshold: Optional[float] = 0.999,
+                           context_graph: Optional[ContextGraph] = None) -> List[NBest]:
     """CTC prefix beam search; returns the n-best ``(prefix, log score)`` per utterance.
 
     Each prefix carries two log scores, for the alignments that end in a blank
@@ -58,6 +69,12 @@ def ctc_prefix_beam_search(ctc_logprobs: torch.Tensor, lengths: torch.Tensor,
     dropped).  It keeps repeats apart correctly (``a <skip> a`` still gives
     ``a a``) and only drops at most ``1 - threshold`` of the frame's mass; the
     prefix order is unchanged by such a frame.  ``None`` disables it.
+
+    Hotword biasing (``context_graph``): each prefix also carries its graph
+    state and collected bonus (a function of the prefix, so merging prefixes
+    stays exact); prefixes are ranked by CTC score plus bonus, and the returned
+    scores are CTC score plus the bonus the finished prefix keeps
+    (:meth:`ContextGraph.score`).  The CTC parts ``pb``/``pnb`` stay unbiased.
 
     The beams of all utterances live in ``[B, beam]`` tensors and every frame
     is one set of batched tensor operations; only the prefix tuples are Python.
@@ -75,11 +92,8 @@ def ctc_prefix_beam_search(ctc_logprobs: torch.Tensor, lengths: torch.Tensor,
     topk_lp, topk_ids = lp_all.topk(min(beam_size, V), dim=-1)  # (B, T, K)
     full = valid & ~skip  # frames that need the full update
 
-    pb = torch.full((B, N), NEG_INF, device=device)
-    pb[:, 0] = 0.0
-    beam = _Beam(pb, torch.full((B, N), NEG_INF, device=device),
-                 torch.full((B, N), -1, dtype=torch.long, device=device),
-                 torch.full((B, N), -1, dtype=torch.long, device=device))
+    beam = _initial_beam(B, N, device, context_graph is not None)
+    tables = None if context_graph is None else context_graph.tables(V, device)
     prefixes: List[List[Optional[Hyp]]] = [[()] + [None] * (N - 1) for _ in range(B)]
     for t in range(T):
         total = torch.logaddexp(beam.pb, beam.pnb)
@@ -91,13 +105,31 @@ def ctc_prefix_beam_search(ctc_logprobs: torch.Tensor, lengths: torch.Tensor,
                                  pnb=torch.where(s, NEG_INF, beam.pnb))
         if bool(full[:, t].any()):
             beam = _prefix_step(beam, total, prefixes, topk_lp[:, t], topk_ids[:, t],
-                                full[:, t], V, blank_id)
-    return _nbest_lists(beam, prefixes)
+                                full[:, t], V, blank_id, tables)
+    return _nbest_lists(beam, prefixes, tables)
 
 
-def _nbest_lists(beam: _Beam, prefixes: List[List[Optional[Hyp]]]) -> List[NBest]:
-    """Each utterance's live prefixes with their scores, best first."""
-    total = torch.logaddexp(beam.pb, beam.pnb).tolist()
+def _initial_beam(B: int, N: int, device: torch.device, biased: bool) -> _Beam:
+    """Every utterance's beam holding just the empty prefix (bonus 0 at the root)."""
+    pb = torch.full((B, N), NEG_INF, device=device)
+    pb[:, 0] = 0.0
+    beam = _Beam(pb, torch.full((B, N), NEG_INF, device=device),
+                 torch.full((B, N), -1, dtype=torch.long, device=device),
+                 torch.full((B, N), -1, dtype=torch.long, device=device))
+    if biased:
+        beam = beam._replace(cstate=torch.zeros(B, N, dtype=torch.long, device=device),
+                             cscore=torch.zeros(B, N, device=device))
+    return beam
+
+
+def _nbest_lists(beam: _Beam, prefixes: List[List[Optional[Hyp]]],
+                 tables: Optional[_Tables] = None) -> List[NBest]:
+    """Each utterance's live prefixes with their scores (plus the bonus each
+    keeps, with a context graph), best first."""
+    total = torch.logaddexp(beam.pb, beam.pnb)
+    if tables is not None:
+        total = total + beam.cscore + tables[3][beam.cstate]
+    total = total.tolist()
     results: List[NBest] = []
     for b, row in enumerate(prefixes):
         nbest = [(row[i], total[b][i]) for i in range(len(row))
@@ -109,11 +141,12 @@ def _nbest_lists(beam: _Beam, prefixes: List[List[Optional[Hyp]]]) -> List[NBest
 
 def _prefix_step(beam: _Beam, total: torch.Tensor, prefixes: List[List[Optional[Hyp]]],
                  lp_k: torch.Tensor, ids_k: torch.Tensor, active: torch.Tensor,
-                 V: int, blank_id: int) -> _Beam:
+                 V: int, blank_id: int, tables: Optional[_Tables] = None) -> _Beam:
     """One full frame of prefix beam search for the utterances in ``active``.
 
-    ``lp_k``/``ids_k`` [B, K]: the frame's top-k log-probabilities and tokens.
-    Updates ``prefixes`` in place and returns the new beam tensors.
+    ``lp_k``/``ids_k`` [B, K]: the frame's top-k log-probabilities and tokens;
+    ``tables``: the context graph's, if biasing.  Updates ``prefixes`` in place
+    and returns the new beam tensors.
     """
     B, N = beam.pb.shape
     K = ids_k.size(1)
@@ -122,6 +155,9 @@ def _prefix_step(beam: _Beam, total: torch.Tensor, prefixes: List[List[Optional[
     stay_pb, stay_pnb, lp_last = _stay_scores(beam, total, lp, blank_id)
     ext = _extension_scores(beam, total, lp_k, ids_k, V, blank_id)
     cand = torch.cat([torch.logaddexp(stay_pb, stay_pnb), ext.reshape(B, N * K)], dim=1)
+    if tables is not None:
+        ext_state, ext_score = _context_extensions(beam, ids_k, tables)
+        cand = cand + torch.cat([beam.cscore, ext_score], dim=1)
     _, sel = cand.topk(N, dim=1)  # (B, N), best first
     is_stay = sel < N
     src = torch.where(is_stay, sel, (sel - N) // K)
@@ -135,7 +171,25 @@ def _prefix_step(beam: _Beam, total: torch.Tensor, prefixes: List[List[Optional[
     new_last = torch.where(a, new_last, beam.last)
     alive = (torch.logaddexp(new_pb, new_pnb) > NEG_INF).tolist()
     new_parent = _advance_prefixes(prefixes, beam.parent, active, src, is_stay, tok, alive)
-    return _Beam(new_pb, new_pnb, new_last, new_parent)
+    if tables is None:
+        return _Beam(new_pb, new_pnb, new_last, new_parent)
+    ext_i = (sel - N).clamp(min=0)
+    new_cstate = torch.where(is_stay, beam.cstate.gather(1, src), ext_state.gather(1, ext_i))
+    new_cscore = torch.where(is_stay, beam.cscore.gather(1, src), ext_score.gather(1, ext_i))
+    return _Beam(new_pb, new_pnb, new_last, new_parent,
+                 torch.where(a, new_cstate, beam.cstate), torch.where(a, new_cscore, beam.cscore))
+
+
+def _context_extensions(beam: _Beam, ids_k: torch.Tensor, tables: _Tables
+                        ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """[B, N*K] graph state and collected bonus of every prefix + top-k token."""
+    column, next_state, bonus, _ = tables
+    B, N = beam.cstate.shape
+    col = column[ids_k].unsqueeze(1)         # (B, 1, K)
+    state = beam.cstate.unsqueeze(2)         # (B, N, 1)
+    ext_state = next_state[state, col]       # (B, N, K)
+    ext_score = beam.cscore.unsqueeze(2) + bonus[state, col]
+    return ext_state.reshape(B, -1), ext_score.reshape(B, -1)
 
 
 def _stay_scores(beam: _Beam, total: torch.Tensor, lp: torch.Tensor, blank_id: int):

@@ -67,7 +67,7 @@ def _attention_rescoring(ctx: BatchContext) -> List[List[int]]:
     m, o = ctx.model, ctx.options
     res = attention_rescoring(m.decoder, ctx.encoder_out, ctx.encoder_mask, ctx.ctc_nbest,
                               m.sos, m.eos, first_pass_weight=o.ctc_weight,
-                              reverse_weight=o.reverse_weight)
+                              reverse_weight=o.reverse_weight, context_graph=o.context_graph)
     return [hyp for hyp, _ in res]
 
 
@@ -92,7 +92,7 @@ def _rnnt_beam_attn_rescoring(ctx: BatchContext) -> List[List[int]]:
     res = attention_rescoring(m.decoder, ctx.encoder_out, ctx.encoder_mask,
                               ctx.transducer_nbest, m.sos, m.eos,
                               first_pass_weight=o.transducer_weight,
-                              reverse_weight=o.reverse_weight)
+                              reverse_weight=o.reverse_weight, context_graph=o.context_graph)
     return [hyp for hyp, _ in res]
 
 

@@ -36,7 +36,7 @@ class AlignmentError(ValueError):
 
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
+        self.reason, self.detail = reason, detail
 
 
 def frames_needed(tokens: Sequence[int]) -> int:

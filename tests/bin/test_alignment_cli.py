@@ -1,0 +1,177 @@
+"""alignment.py end to end on a tiny random model: times agree with torchaudio's alignment
+of the model's own CTC output, batching changes nothing, failures are named by key."""
+import json
+import logging
+import re
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+import torchaudio.functional as taf
+import yaml
+
+from wenet.bin.alignment import main as alignment_main
+from wenet.dataset.audio import load_audio
+from wenet.dataset.fbank import compute_fbank
+from wenet.models import init_model
+
+UNITS = ["<blank>", "<unk>", "\u2581", "a", "b", "c", "\u2581d", "<sos/eos>"]
+GOOD = {"u0": "ab ca", "u1": "abc", "u2": "a b c", "u3": "cab ba"}
+FAILING = {"short": ("abcabcabca", "too few frames"), "oov": ("abx", "unit not in dictionary"),
+           "broken": ("abc", "audio decode error"), "empty": ("", "empty transcript")}
+SHIFT = 0.04  # conv2d subsampling (4) x 10 ms
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    d = tmp_path_factory.mktemp("align")
+    rng = np.random.default_rng(0)
+    lines = []
+    secs = {"u0": 1.0, "u1": 0.5, "u2": 0.8, "u3": 1.2, "short": 0.2, "oov": 0.5,
+            "empty": 0.5}
+    for i, key in enumerate(["u0", "short", "u1", "oov", "broken", "u2", "empty", "u3"]):
+        path = d / f"{key}.wav"
+        if key == "broken":
+            path.write_bytes(b"not audio at all")
+        else:
+            n = int(16000 * secs[key])
+            t = np.arange(n) / 16000
+            wav = 0.3 * np.sin(2 * np.pi * (200 + 150 * i) * t) + 0.05 * rng.standard_normal(n)
+            sf.write(path, wav.astype(np.float32), 16000)
+        txt = GOOD[key] if key in GOOD else FAILING[key][0]
+        lines.append(json.dumps({"key": key, "wav": str(path), "txt": txt}))
+    (d / "data.list").write_text("\n".join(lines) + "\n")
+    (d / "units.txt").write_text("".join(f"{u} {i}\n" for i, u in enumerate(UNITS)))
+    config = {
+        "encoder": "conformer",
+        "encoder_conf": {"output_size": 32, "attention_heads": 2, "linear_units": 64,
+                         "num_blocks": 2, "cnn_module_kernel": 3, "dropout_rate": 0.0},
+        "decoder": "transformer",
+        "decoder_conf": {"attention_heads": 2, "linear_units": 64, "num_blocks": 1,
+                         "dropout_rate": 0.0},
+        "dataset_conf": {"fbank_conf": {"num_mel_bins": 20, "frame_shift": 10,
+                                        "frame_length": 25, "dither": 1.0}},
+        "input_dim": 20, "output_dim": len(UNITS), "cmvn_file": None,
+    }
+    (d / "train.yaml").write_text(yaml.safe_dump(config))
+    torch.manual_seed(0)
+    model = init_model(config)
+    torch.save(model.state_dict(), d / "model.pt")
+    return d
+
+
+def _run(d, out_dir, batch_size, *extra):
+    out_dir.mkdir(exist_ok=True)
+    rc = alignment_main(["--config", str(d / "train.yaml"), "--checkpoint", str(d / "model.pt"),
+                         "--input_file", str(d / "data.list"), "--dict", str(d / "units.txt"),
+                         "--result_file", str(out_dir / "words"), "--batch_size", str(batch_size),
+                         "--ctm", str(out_dir / "ctm"), *extra])
+    assert rc == 0
+    return out_dir
+
+
+def _lines(path):
+    return [line.split() for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _reference_tokens(d, key, txt):
+    """(unit, start s, end s) of each token from torchaudio's forced_align on the model's
+    CTC log-probabilities of the utterance alone (no dither)."""
+    config = yaml.safe_load((d / "train.yaml").read_text())
+    model = init_model(config)
+    model.load_state_dict(torch.load(d / "model.pt", weights_only=True))
+    model.eval()
+    wav, rate = load_audio(str(d / f"{key}.wav"))
+    feats = compute_fbank(wav, rate, num_mel_bins=20)
+    with torch.no_grad():
+        enc, _ = model.encode(feats[None], torch.tensor([feats.size(0)]))
+        logp = model.ctc_logprobs(enc)[0]
+    units = ["\u2581" if ch == " " else ch for ch in txt]
+    ids = [UNITS.index(u) for u in units]
+    path, scores = taf.forced_align(logp[None], torch.tensor([ids], dtype=torch.int32))
+    spans = taf.merge_tokens(path[0], scores[0].exp())
+    return [(units[i], s.start * SHIFT, s.end * SHIFT) for i, s in enumerate(spans)]
+
+
+def test_times_equal_torchaudio_alignment_of_the_model_output(setup, tmp_path):
+    d = setup
+    out = _run(d, tmp_path / "b3", 3)
+    tokens = _lines(out / "words.tokens")
+    for key, txt in GOOD.items():
+        got = [(u, float(s), float(e)) for k, u, s, e in tokens if k == key]
+        ref = _reference_tokens(d, key, txt)
+        assert [g[0] for g in got] == [r[0] for r in ref]
+        assert [g[1:] for g in got] == [pytest.approx(r[1:], abs=5e-4) for r in ref], key
+        # words: the transcript's words, from their first token's start to their last's end
+        words = [row[1:] for row in _lines(out / "words") if row[0] == key]
+        assert [w[0] for w in words] == txt.split()
+        assert float(words[0][1]) == pytest.approx(ref[0][1], abs=5e-4)
+        assert float(words[-1][2]) == pytest.approx(ref[-1][2], abs=5e-4)
+    # CTM: the same words and start times, duration = end - start
+    for (key, word, start, end), (ckey, chan, cstart, cdur, cword, conf) in zip(
+            _lines(out / "words"), _lines(out / "ctm")):
+        assert (ckey, chan, cword) == (key, "1", word)
+        assert float(cstart) == pytest.approx(float(start), abs=0.006)
+        assert float(cdur) == pytest.approx(float(end) - float(start), abs=0.011)
+        assert 0.0 <= float(conf) <= 1.0
+
+
+def test_batch_size_changes_nothing(setup, tmp_path):
+    d = setup
+    one = _run(d, tmp_path / "b1", 1)
+    four = _run(d, tmp_path / "b4", 4)
+    for name in ("words", "words.tokens", "ctm"):
+        assert (one / name).read_text() == (four / name).read_text(), name
+    # data.list order; the details may hold object addresses (soundfile's messages)
+    assert [row[:2] for row in _lines(one / "words.failed")] == \
+        [row[:2] for row in _lines(four / "words.failed")] == \
+        [["short", "too"], ["oov", "unit"], ["broken", "audio"], ["empty", "empty"]]
+    assert list(dict.fromkeys(row[0] for row in _lines(one / "words"))) == ["u0", "u1", "u2", "u3"]
+
+
+def test_failures_are_reported_by_key(setup, tmp_path, caplog):
+    d = setup
+    with caplog.at_level(logging.INFO):
+        out = _run(d, tmp_path / "f", 2)
+    failed = {}
+    for line in (out / "words.failed").read_text().splitlines():
+        key, rest = line.split(" ", 1)
+        failed[key] = rest
+    assert sorted(failed) == sorted(FAILING)
+    for key, (_, reason) in FAILING.items():
+        assert failed[key].startswith(reason), (key, failed[key])
+        assert any(key in r.getMessage() and reason in r.getMessage() for r in caplog.records)
+    assert "x" in failed["oov"]  # the missing unit is named
+    keys = {row[0] for row in _lines(out / "words")}
+    assert keys == set(GOOD)
+    summary = [r.getMessage() for r in caplog.records if r.getMessage().startswith("aligned ")]
+    assert summary == ["aligned 4 of 8 utterances, failed 4 (audio decode error: 1, "
+                       "empty transcript: 1, too few frames: 1, unit not in dictionary: 1)"]
+
+
+def _textgrid_tiers(text):
+    """{tier name: [(xmin, xmax, text)]} parsed from a long-format TextGrid."""
+    tiers = {}
+    for block in text.split("    item [")[1:]:
+        name = re.search(r'name = "(.*)" ', block).group(1)
+        tiers[name] = [(float(a), float(b), t) for a, b, t in re.findall(
+            r'xmin = (\S+) \n\s+xmax = (\S+) \n\s+text = "(.*)" ', block)]
+    return tiers
+
+
+def test_textgrids(setup, tmp_path):
+    d = setup
+    out = _run(d, tmp_path / "tg", 4, "--gen_praat")
+    for key in GOOD:
+        tiers = _textgrid_tiers((out / "textgrid" / f"{key}.TextGrid").read_text(encoding="utf-8"))
+        assert list(tiers) == ["words", "tokens"]
+        for name, file in (("words", "words"), ("tokens", "words.tokens")):
+            intervals = tiers[name]
+            assert intervals[0][0] == 0.0
+            assert all(a[1] == b[0] for a, b in zip(intervals, intervals[1:]))  # they tile
+            labelled = [(t, a, b) for a, b, t in intervals if t]
+            rows = [(u, float(s), float(e)) for k, u, s, e in _lines(out / file) if k == key]
+            assert [r[0] for r in rows] == [lab[0] for lab in labelled]
+            assert [lab[1:] for lab in labelled] == [pytest.approx(r[1:], abs=5e-4) for r in rows]
+    assert not (out / "textgrid" / "oov.TextGrid").exists()

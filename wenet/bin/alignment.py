@@ -1,0 +1,127 @@
+"""CTC forced alignment of a data list to its transcripts (WeNet's ``alignment.py``).
+
+Writes, for every utterance that aligns:
+
+- ``--result_file``: one line per word, ``key word start end`` (seconds);
+- ``--token_file`` (default ``<result_file>.tokens``): ``key unit start end`` per token;
+- ``--ctm``: CTM lines ``key 1 start duration word confidence``;
+- ``--textgrid_dir`` (or ``--gen_praat``: ``<result_file's dir>/textgrid``): one Praat
+  TextGrid per utterance with tiers ``words`` and ``tokens``.
+
+An utterance that cannot be aligned (unreadable audio, empty transcript, a unit not
+in the dictionary, too few frames) is logged and written to ``--failed_file``
+(default ``<result_file>.failed``) as ``key reason: detail``, and skipped; the last
+log line counts aligned and failed utterances by reason. The exit status is 0 even
+when some fail (it is 1 when none aligns).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+from typing import List, Optional
+
+import torch
+from tqdm import tqdm
+
+from wenet.dataset.fbank import FeatureConf
+from wenet.dataset.tokenizer import Tokenizer
+from wenet.decode.align import token_intervals
+from wenet.decode.align_batch import (Aligner, Alignment, Failure, align_data_list,
+                                      failure_line, summary)
+from wenet.eval.timing_formats import ctm_lines, textgrid_text
+from wenet.models import load_model
+from wenet.utils.file_utils import atomic_open, atomic_write_text, load_yaml, read_symbol_table
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", required=True, help="train.yaml of the experiment")
+    p.add_argument("--checkpoint", default=None, help="model state_dict")
+    p.add_argument("--input_file", "--test_data", dest="input_file", required=True,
+                   help="data.list with audio and transcripts")
+    p.add_argument("--data_type", default="raw", choices=["raw", "shard"])
+    p.add_argument("--dict", required=True, help="units.txt")
+    p.add_argument("--bpe_model", default=None, help="sentencepiece model of the units")
+    p.add_argument("--result_file", required=True, help="word times: key word start end")
+    p.add_argument("--token_file", default=None, help="token times (default <result_file>.tokens)")
+    p.add_argument("--ctm", default=None, help="also write word times as CTM")
+    p.add_argument("--failed_file", default=None,
+                   help="utterances not aligned, with the reason (default <result_file>.failed)")
+    p.add_argument("--textgrid_dir", default=None, help="write <key>.TextGrid files here")
+    p.add_argument("--gen_praat", action="store_true",
+                   help="write TextGrids to --textgrid_dir or <result_file's dir>/textgrid")
+    p.add_argument("--batch_size", type=int, default=16)
+    p.add_argument("--gpu", type=int, default=-1, help="GPU index, -1 for CPU")
+    return p
+
+
+def _textgrid_dir(args: argparse.Namespace) -> Optional[str]:
+    if args.textgrid_dir:
+        return args.textgrid_dir
+    if args.gen_praat:
+        return os.path.join(os.path.dirname(os.path.abspath(args.result_file)), "textgrid")
+    return None
+
+
+def _write_alignment(ali: Alignment, outs: dict, textgrid_dir: Optional[str]) -> None:
+    """The lines and files of one aligned utterance."""
+    for w in ali.words:
+        outs["words"].write(f"{ali.key} {w.word} {w.start_s:.3f} {w.end_s:.3f}\n")
+    intervals = token_intervals(ali.tokens, ali.units, ali.frame_shift_s)
+    for start, end, unit in intervals:
+        outs["tokens"].write(f"{ali.key} {unit} {start:.3f} {end:.3f}\n")
+    if "ctm" in outs:
+        outs["ctm"].writelines(line + "\n" for line in ctm_lines(ali.key, ali.words))
+    if textgrid_dir:
+        words = [(w.start_s, w.end_s, w.word) for w in ali.words]
+        duration = max([ali.duration_s] + [end for _, end, _ in intervals])
+        atomic_write_text(os.path.join(textgrid_dir, f"{ali.key}.TextGrid"),
+                          textgrid_text(duration, {"words": words, "tokens": intervals}))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Align ``args.input_file``; write the outputs; 0 when at least one utterance aligned."""
+    configs = load_yaml(args.config)
+    device = torch.device(f"cuda:{args.gpu}" if args.gpu >= 0 else "cpu")
+    model = load_model(configs, args.checkpoint, device)
+    tokenizer = Tokenizer(read_symbol_table(args.dict), args.bpe_model)
+    aligner = Aligner(model, tokenizer, FeatureConf.from_config(configs, args.config), device)
+    paths = {"words": args.result_file, "tokens": args.token_file or args.result_file + ".tokens",
+             "failed": args.failed_file or args.result_file + ".failed"}
+    if args.ctm:
+        paths["ctm"] = args.ctm
+    textgrid_dir = _textgrid_dir(args)
+    if textgrid_dir:
+        os.makedirs(textgrid_dir, exist_ok=True)
+    failures: List[Failure]
+    aligned, failures = 0, []
+    with contextlib.ExitStack() as stack:
+        outs = {}
+        for name, path in paths.items():
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            outs[name] = stack.enter_context(atomic_open(path))
+        with tqdm(desc="align", unit="utt") as bar:
+            for item in align_data_list(aligner, args.input_file, args.data_type, args.batch_size):
+                bar.update(1)
+                if isinstance(item, Failure):
+                    failures.append(item)
+                    logging.warning("not aligned: %s", failure_line(item))
+                    outs["failed"].write(failure_line(item) + "\n")
+                else:
+                    aligned += 1
+                    _write_alignment(item, outs, textgrid_dir)
+    logging.info("%s", summary(aligned, failures))
+    return 0 if aligned > 0 else 1
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = get_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""Forced alignment of a data list with a trained model (what ``wenet/bin/alignment.py`` runs).
+
+Utterances come from a data.list (raw JSON lines or tar shards) through the data
+pipeline's own readers; features are ``dataset.fbank``'s, without dither. Each
+batch is encoded once, then every utterance's CTC log-probabilities are aligned to
+its transcript (``align.ctc_forced_align``). An utterance that cannot be aligned
+(unreadable audio, empty transcript, a unit not in the dictionary, too few frames)
+becomes a ``Failure`` naming its key and the reason; nothing else stops the run.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Iterator, List, Sequence, Union
+
+import torch
+from torch.nn.utils.rnn import pad_sequence
+
+from wenet.dataset.audio import resample, to_mono
+from wenet.dataset.fbank import FeatureConf, compute_fbank
+from wenet.dataset.sources import raw_samples, shard_samples
+from wenet.dataset.stats import PipelineStats
+from wenet.dataset.tokenizer import Tokenizer
+from wenet.decode.align import (AlignmentError, TokenSpan, WordSpan, ctc_forced_align,
+                                frame_shift_seconds, token_spans, word_spans)
+from wenet.utils.file_utils import text_lines
+
+logger = logging.getLogger(__name__)
+_KEY = re.compile(r"utterance (\S+)")
+_SHARD = re.compile(r"shard (\S+)")
+
+
+@dataclass
+class Failure:
+    """An utterance left out: its key (or the list line when no key could be read),
+    a short reason and the details."""
+
+    key: str
+    reason: str
+    detail: str = ""
+
+
+@dataclass
+class Utterance:
+    """An utterance ready to align: its features and its transcript's ids and units."""
+
+    key: str
+    feats: torch.Tensor  # (frames, bins)
+    tokens: List[int]
+    units: List[str]
+    duration_s: float
+
+
+@dataclass
+class Alignment:
+    """The alignment of one utterance: the frame path, token spans, words in seconds."""
+
+    key: str
+    duration_s: float
+    path: List[int]
+    tokens: List[TokenSpan]
+    units: List[str]
+    words: List[WordSpan]
+    frame_shift_s: float
+
+
+class _RecordingStats(PipelineStats):
+    """PipelineStats that also keeps each skipped utterance as a Failure."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(where, max_warnings=0)  # our own log lines name every failure
+        self.failures: List[Failure] = []
+
+    def warn(self, reason: str, message: str) -> None:
+        super().warn(reason, message)
+        found = _KEY.search(message) or _SHARD.search(message)
+        key = (found.group(1) if found else message.split()[0]).rstrip(":")
+        self.failures.append(Failure(key, reason.replace("_", " "), message))
+
+
+def read_data_list(data_list: str, data_type: str = "raw") -> Iterator[Union[dict, Failure]]:
+    """Samples (``key``, ``txt``, ``wav``, ``sample_rate``) of a data.list, in list order,
+    and a Failure for each utterance or line the readers skipped."""
+    if data_type not in ("raw", "shard"):
+        raise ValueError(f"data_type must be raw or shard, got {data_type}")
+    items = [(f"{data_list}:{n}", line.strip()) for n, line in text_lines(data_list)
+             if line.strip()]
+    stats = _RecordingStats(data_list)
+    reader = raw_samples if data_type == "raw" else shard_samples
+    for sample in reader(items, stats):
+        yield from stats.failures
+        stats.failures.clear()
+        yield sample
+    yield from stats.failures
+
+
+class Aligner:
+    """A model with a CTC head, its units and features: ``prepare`` a sample, then
+    ``align`` a batch of prepared utterances."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer,
+                 feature_conf: FeatureConf, device: Union[str, torch.device] = "cpu") -> None:
+        if getattr(model, "ctc", None) is None:
+            raise ValueError("the model has no CTC head: forced alignment needs one")
+        self.model, self.tokenizer, self.conf = model, tokenizer, feature_conf
+        self.device = torch.device(device)
+        self.blank_id = tokenizer.symbol_table.get("<blank>", 0)
+        self.frame_shift_s = frame_shift_seconds(model.subsampling_rate(), feature_conf.frame_shift)
+        self.id_to_unit = {i: u for u, i in tokenizer.symbol_table.items()}
+
+    def prepare(self, sample: dict) -> Union[Utterance, Failure]:
+        """Features and token ids of one sample, or the Failure that stops it."""
+        key, txt = sample["key"], sample.get("txt", "")
+        if not txt.strip():
+            return Failure(key, "empty transcript")
+        tokens, missing = self.tokenizer.encode(txt)
+        if missing:
+            return Failure(key, "unit not in dictionary", " ".join(sorted(set(missing))))
+        wav, rate = to_mono(sample["wav"]), int(sample["sample_rate"])
+        if self.conf.resample_rate and rate != self.conf.resample_rate:
+            logger.info("utterance %s: %d Hz resampled to %d Hz", key, rate, self.conf.resample_rate)
+            wav, rate = resample(wav, rate, self.conf.resample_rate), self.conf.resample_rate
+        if not bool(torch.isfinite(wav).all()):
+            return Failure(key, "non-finite audio", "NaN or infinite samples")
+        try:
+            feats = compute_fbank(wav, rate, **self.conf.fbank_kwargs(dither=0.0))
+        except ValueError as e:
+            return Failure(key, "too few frames", str(e))
+        if feats.size(0) <= self.model.right_context():
+            return Failure(key, "too few frames",
+                           f"{feats.size(0)} feature frames, the encoder needs "
+                           f"{self.model.right_context() + 1} for one output frame")
+        return Utterance(key, feats, tokens, [self.id_to_unit[t] for t in tokens],
+                         wav.size(1) / rate)
+
+    @torch.no_grad()
+    def log_probs(self, utts: Sequence[Utterance]) -> List[torch.Tensor]:
+        """CTC log-probabilities (T', V) of each utterance, one encoder pass for the batch."""
+        feats = pad_sequence([u.feats for u in utts], batch_first=True).to(self.device)
+        lens = torch.tensor([u.feats.size(0) for u in utts], device=self.device)
+        encoder_out, mask = self.model.encode(feats, lens)
+        logp = self.model.ctc_logprobs(encoder_out).float().cpu()
+        out_lens = mask.squeeze(1).sum(dim=1).cpu().tolist()
+        return [logp[i, : int(n)] for i, n in enumerate(out_lens)]
+
+    def align(self, utts: Sequence[Utterance]) -> List[Union[Alignment, Failure]]:
+        """The alignment of each utterance, or its Failure (too few frames, ...)."""
+        results: List[Union[Alignment, Failure]] = []
+        if not utts:
+            return results
+        for utt, logp in zip(utts, self.log_probs(utts)):
+            try:
+                path = ctc_forced_align(logp, utt.tokens, self.blank_id)
+            except AlignmentError as e:
+                results.append(Failure(utt.key, e.reason, e.detail))
+                continue
+            spans = token_spans(path, logp, self.blank_id)
+            words = word_spans(spans, utt.units, self.frame_shift_s)
+            results.append(Alignment(utt.key, utt.duration_s, path, spans, utt.units, words,
+                                     self.frame_shift_s))
+        return results
+
+
+def align_data_list(aligner: Aligner, data_list: str, data_type: str = "raw",
+                    batch_size: int = 16) -> Iterator[Union[Alignment, Failure]]:
+    """Alignments and Failures of every utterance of ``data_list`` in list order, encoded
+    ``batch_size`` utterances at a time."""
+    pending: List[Union[Utterance, Failure]] = []
+    ready = 0
+    for item in read_data_list(data_list, data_type):
+        prepared = item if isinstance(item, Failure) else aligner.prepare(item)
+        pending.append(prepared)
+        ready += isinstance(prepared, Utterance)
+        if ready >= batch_size:
+            yield from _flush(aligner, pending)
+            pending, ready = [], 0
+    yield from _flush(aligner, pending)
+
+
+def _flush(aligner: Aligner, pending: List[Union[Utterance, Failure]]
+           ) -> Iterator[Union[Alignment, Failure]]:
+    """Align the Utterances of ``pending``; everything in its original order."""
+    aligned = iter(aligner.align([u for u in pending if isinstance(u, Utterance)]))
+    for item in pending:
+        yield next(aligned) if isinstance(item, Utterance) else item
+
+
+def failure_line(failure: Failure) -> str:
+    """``key reason: detail`` as the failed file holds it (one line)."""
+    detail = " ".join(failure.detail.split())
+    return f"{failure.key} {failure.reason}" + (f": {detail}" if detail else "")
+
+
+def summary(aligned: int, failures: Sequence[Failure]) -> str:
+    """The run's one-line count: aligned, failed, failures per reason."""
+    reasons: dict = {}
+    for f in failures:
+        reasons[f.reason] = reasons.get(f.reason, 0) + 1
+    parts = ", ".join(f"{r}: {n}" for r, n in sorted(reasons.items()))
+    return (f"aligned {aligned} of {aligned + len(failures)} utterances, failed "
+            f"{len(failures)}" + (f" ({parts})" if parts else ""))
+

@@ -84,7 +84,8 @@ def _reference_biased(lp, beam, phrases, cs, skip=None):
                     nxt[y + (u,)][1] = _la(nxt[y + (u,)][1], b + v)
                 else:
                     nxt[y + (u,)][1] = _la(nxt[y + (u,)][1], _la(b, nb) + v)
-        ranked = sorted(nxt.items(), key=lambda x: -(_la(*x[1]) + _brute_running(list(x[0]), phrases, cs)))[:beam]
+        biased = {y: _la(*s) + _brute_running(list(y), phrases, cs) for y, s in nxt.items()}
+        ranked = sorted(nxt.items(), key=lambda x: -biased[x[0]])[:beam]
         hyps = {y: tuple(s) for y, s in ranked if _la(*s) > -math.inf}
     final = [(y, _la(*s) + cs * _occurrences(list(y), phrases)) for y, s in hyps.items()]
     return sorted(final, key=lambda x: -x[1])

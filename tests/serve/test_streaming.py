@@ -1,0 +1,120 @@
+"""Streaming recognition equals its whole-utterance references: incremental fbank vs
+compute_fbank, carried CTC prefix beam vs ctc_prefix_beam_search, and the final text vs
+recognize.py --simulate_streaming (checkpoint and final.zip)."""
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+
+from tests.serve.conftest import CHUNK, synth_audio
+from wenet.bin.recognize import main as recognize_main
+from wenet.dataset.fbank import FeatureConf, compute_fbank
+from wenet.decode.ctc import ctc_prefix_beam_search
+from wenet.decode.stream_state import CtcPrefixBeamState, IncrementalFbank
+from wenet.decode.streaming import StreamingOptions, StreamingRecognizer
+from wenet.serve.loading import NotServableError, load_streaming_model
+
+
+def _pieces(n: int, rng: np.random.Generator, largest: int):
+    """Split range(n) at random points (pieces of 1 .. largest)."""
+    cuts, pos = [], 0
+    while pos < n:
+        step = int(rng.integers(1, largest + 1))
+        cuts.append((pos, min(n, pos + step)))
+        pos += step
+    return cuts
+
+
+@pytest.mark.parametrize("conf", [FeatureConf(num_mel_bins=20),
+                                  FeatureConf(num_mel_bins=80, frame_length=32.0,
+                                              frame_shift=12.5)])
+def test_incremental_fbank_equals_whole(conf):
+    """Same frames as compute_fbank of the whole waveform, for any split of the samples.
+
+    Every step of compute_fbank is per frame except the mel projection, one float32
+    matrix product over all frames of the call, and BLAS rounds a row differently
+    depending on where it falls in its blocking of the rows. So: (1) each frame is
+    bit for bit compute_fbank of exactly its own samples (framing, DC removal,
+    preemphasis, window, FFT, mel, log: the frame computed in a call of one frame),
+    and (2) against the whole-waveform call the only difference is that product's
+    rounding: a relative error of at most K * 2**-24 (K = 257 FFT bins, ~1.5e-5) in
+    the energies, i.e. that much absolutely in their log.
+    """
+    wav = torch.from_numpy(synth_audio(1.3, 7).astype(np.float32) / 32768.0)
+    kwargs = conf.fbank_kwargs(dither=0.0)
+    whole = compute_fbank(wav.unsqueeze(0), 16000, **kwargs)
+    rng = np.random.default_rng(0)
+    for largest in (1, 97, 400, 5000):
+        inc = IncrementalFbank(conf)
+        got = torch.cat([inc.accept(wav[a:b]) for a, b in _pieces(wav.numel(), rng, largest)])
+        assert got.shape == whole.shape
+        assert (got - whole).abs().max() <= 257 * 2.0 ** -24, largest
+        assert inc.pending_samples < inc.window  # nothing kept beyond the next frame
+        if largest == 1:  # one frame per call: bit for bit the frame of its own samples
+            for i in range(whole.size(0)):
+                own = wav[i * inc.shift:i * inc.shift + inc.window].unsqueeze(0)
+                assert torch.equal(got[i:i + 1], compute_fbank(own, 16000, **kwargs)), i
+
+
+@pytest.mark.parametrize("skip", [0.999, None])
+def test_carried_prefix_beam_equals_whole(skip):
+    torch.manual_seed(3)
+    logits = torch.randn(1, 57, 7) * 3
+    logits[:, ::3, 0] += 8  # confident blanks, so that blank skipping happens
+    logprobs = logits.log_softmax(-1)
+    ref = ctc_prefix_beam_search(logprobs, torch.tensor([57]), 4, blank_skip_threshold=skip)[0]
+    state = CtcPrefixBeamState(4, blank_skip_threshold=skip)
+    for a, b in [(0, 5), (5, 6), (6, 30), (30, 57)]:
+        state.advance(logprobs[0, a:b])
+    assert state.nbest() == ref
+
+
+def _recognize(d, out, checkpoint, chunk, left):
+    recognize_main(["--config", str(d / "train.yaml"), "--test_data", str(d / "data.list"),
+                    "--checkpoint", str(checkpoint), "--dict", str(d / "units.txt"),
+                    "--mode", "attention_rescoring", "--batch_size", "1", "--beam_size", "5",
+                    "--ctc_weight", "0.5", "--reverse_weight", "0.3", "--simulate_streaming",
+                    "--decoding_chunk_size", str(chunk), "--num_decoding_left_chunks",
+                    str(left), "--result_file", str(out)])
+    return dict((line.split(" ", 1) + [""])[:2] for line in out.read_text().splitlines())
+
+
+def stream_text(loaded, pcm: bytes, options, rng, largest=3000, continuous=False):
+    rec = StreamingRecognizer(loaded.model, loaded.tokenizer, loaded.feature_conf, options,
+                              continuous=continuous)
+    events = []
+    for a, b in _pieces(len(pcm) // 2, rng, largest):
+        events += rec.accept_pcm(pcm[2 * a:2 * b])
+    events += rec.finish()
+    finals = [e for e in events if e["type"] == "final_result"]
+    return " ".join(f["nbest"][0]["sentence"] for f in finals).strip(), events
+
+
+@pytest.mark.parametrize("kind,left", [("checkpoint", -1), ("final.zip", -1),
+                                       ("checkpoint", 2)])
+def test_stream_equals_simulate_streaming(model_dir, tmp_path, one_thread, kind, left):
+    ref = _recognize(model_dir, tmp_path / "text", model_dir / "model.pt", CHUNK, left)
+    loaded = load_streaming_model(str(model_dir),
+                                  str(model_dir / "model.pt") if kind == "checkpoint" else None)
+    assert loaded.scripted == (kind == "final.zip")
+    options = StreamingOptions(chunk_size=CHUNK, num_left_chunks=left, beam_size=5,
+                               ctc_weight=0.5, reverse_weight=0.3)
+    rng = np.random.default_rng(1)
+    nonempty = 0
+    for key, ref_text in ref.items():
+        pcm, _ = sf.read(model_dir / f"{key}.wav", dtype="int16")
+        text, events = stream_text(loaded, pcm.tobytes(), options, rng)
+        assert text == ref_text, key
+        assert events[-1] == {"type": "speech_end"}
+        nonempty += bool(text)
+        words = events[-2]["nbest"][0]["words"]
+        assert " ".join(w["word"] for w in words) == text
+        assert all(0 <= w["start"] < w["end"] <= len(pcm) / 16000 + 0.1 for w in words)
+    assert nonempty == len(ref)
+
+
+def test_non_streaming_model_is_refused(tmp_path):
+    from tests.serve.conftest import write_model_dir
+    d = write_model_dir(tmp_path / "full", streaming=False)
+    with pytest.raises(NotServableError, match="not a streaming model"):
+        load_streaming_model(str(d))

@@ -1,0 +1,100 @@
+"""Streaming speech recognition over WebSocket, with a browser page at ``/``.
+
+    python wenet/bin/serve.py --model_dir exp/u2pp --port 10086
+
+``--model_dir`` holds ``train.yaml``, ``units.txt`` (and the BPE model) and the
+exported ``final.zip``, or give ``--checkpoint`` to load weights into train.yaml's
+model instead. Only streaming models are served (encoders trained with
+``use_dynamic_chunk`` or ``static_chunk_size``); any other model is refused at
+start-up with the reason. Protocol: wenet/serve/protocol.py; README "Serve a model".
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from typing import List, Optional
+
+import torch
+
+from wenet.decode.stream_state import EndpointRules
+from wenet.decode.streaming import StreamingOptions
+from wenet.serve.loading import NotServableError, load_streaming_model
+from wenet.serve.server import RecognitionServer, ServerConfig
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model_dir", required=True,
+                   help="train.yaml + units.txt + final.zip (or with --checkpoint)")
+    p.add_argument("--checkpoint", default=None, help="a checkpoint instead of final.zip")
+    p.add_argument("--host", default="0.0.0.0")
+    p.add_argument("--port", type=int, default=10086, help="0: any free port")
+    p.add_argument("--max_clients", type=int, default=16)
+    p.add_argument("--chunk_size", type=int, default=16,
+                   help="encoder frames per chunk (a start message may ask for another)")
+    p.add_argument("--num_left_chunks", type=int, default=-1,
+                   help="chunks of attention cache kept, -1: all of the sentence")
+    p.add_argument("--beam_size", type=int, default=10)
+    p.add_argument("--ctc_weight", type=float, default=0.0, help="rescoring: CTC score weight")
+    p.add_argument("--reverse_weight", type=float, default=0.0,
+                   help="rescoring: right-to-left decoder weight")
+    p.add_argument("--blank_skip_threshold", type=float, default=0.999)
+    p.add_argument("--endpoint_blank_prob", type=float, default=0.8,
+                   help="a frame with p(blank) above this is silence")
+    p.add_argument("--endpoint_silence_ms", type=float, default=1000.0,
+                   help="continuous decoding: silence after speech that ends a sentence")
+    p.add_argument("--endpoint_leading_silence_ms", type=float, default=5000.0,
+                   help="continuous decoding: silence without speech that is dropped")
+    p.add_argument("--max_sentence_s", type=float, default=20.0,
+                   help="a sentence ends at this length (continuous or not)")
+    p.add_argument("--max_session_s", type=float, default=3600.0,
+                   help="audio seconds one stream may send")
+    p.add_argument("--idle_timeout_s", type=float, default=60.0)
+    p.add_argument("--max_message_bytes", type=int, default=1 << 18)
+    p.add_argument("--num_workers", type=int, default=2, help="threads running the model")
+    p.add_argument("--num_threads", type=int, default=1, help="torch threads per worker")
+    return p
+
+
+def build_server(args: argparse.Namespace) -> RecognitionServer:
+    """The server the arguments describe (the model loaded and checked)."""
+    if args.chunk_size <= 0:
+        raise ValueError(f"--chunk_size must be > 0, got {args.chunk_size}")
+    loaded = load_streaming_model(args.model_dir, args.checkpoint)
+    rules = EndpointRules(blank_prob=args.endpoint_blank_prob,
+                          max_leading_silence_ms=args.endpoint_leading_silence_ms,
+                          trailing_silence_ms=args.endpoint_silence_ms,
+                          max_sentence_ms=args.max_sentence_s * 1000.0)
+    options = StreamingOptions(
+        chunk_size=args.chunk_size, num_left_chunks=args.num_left_chunks,
+        beam_size=args.beam_size, ctc_weight=args.ctc_weight,
+        reverse_weight=args.reverse_weight,
+        blank_skip_threshold=args.blank_skip_threshold if args.blank_skip_threshold > 0
+        else None, endpoint=rules)
+    config = ServerConfig(host=args.host, port=args.port, max_clients=args.max_clients,
+                          num_workers=args.num_workers, max_message_bytes=args.max_message_bytes,
+                          max_session_s=args.max_session_s, idle_timeout_s=args.idle_timeout_s,
+                          max_chunk_size=max(64, args.chunk_size))
+    return RecognitionServer(loaded, options, config)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = get_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    torch.set_num_threads(args.num_threads)
+    try:
+        server = build_server(args)
+    except (NotServableError, ValueError, FileNotFoundError) as e:
+        print(f"serve.py: {e}", file=sys.stderr)
+        return 1
+    try:
+        asyncio.run(server.serve_forever())
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""The incremental pieces of streaming recognition: fbank frames as audio arrives, the
+CTC prefix beam carried from chunk to chunk, and the rule-based endpoint detector.
+
+Each piece computes exactly what its whole-utterance counterpart computes:
+
+* :class:`IncrementalFbank` returns, over any split of the samples, the frames
+  ``compute_fbank`` gives on the whole waveform (Kaldi framing with snip_edges:
+  frame ``i`` reads samples ``[i * shift, i * shift + window)`` and nothing else,
+  so the frames that are complete are computed from the retained samples, which
+  start at the first sample of the next frame);
+* :class:`CtcPrefixBeamState` runs the frame loop of
+  ``wenet.decode.ctc.ctc_prefix_beam_search`` on one utterance, keeping the beam
+  between calls, so feeding the frames chunk by chunk gives the same n-best;
+* :class:`EndpointDetector` counts trailing CTC blank frames (WeNet's runtime rules).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import List, Optional
+
+import torch
+
+from wenet.dataset.fbank import FeatureConf, compute_fbank
+from wenet.decode.ctc import _Beam, _nbest_lists, _prefix_step
+from wenet.decode.hyps import NEG_INF, Hyp, NBest
+
+
+class IncrementalFbank:
+    """Fbank of a growing waveform, frame for frame equal to ``compute_fbank`` of the whole
+    (dither is off, as in recognition)."""
+
+    def __init__(self, conf: FeatureConf, sample_rate: int = 16000) -> None:
+        self.conf = conf
+        self.sample_rate = sample_rate
+        self.window = int(sample_rate * conf.frame_length * 0.001)
+        self.shift = int(sample_rate * conf.frame_shift * 0.001)
+        self._kwargs = conf.fbank_kwargs(dither=0.0)
+        self._pending = torch.zeros(0)   # samples from the first sample of the next frame on
+        self.frames_out = 0
+
+    @property
+    def pending_samples(self) -> int:
+        """Samples kept for frames not yet complete."""
+        return int(self._pending.numel())
+
+    def accept(self, samples: torch.Tensor) -> torch.Tensor:
+        """Take float samples in [-1, 1] (1-D); return the newly complete frames (n, bins)."""
+        buf = torch.cat([self._pending, samples.reshape(-1).float()])
+        if buf.numel() < self.window:
+            self._pending = buf
+            return torch.zeros(0, self.conf.num_mel_bins)
+        n = 1 + (buf.numel() - self.window) // self.shift
+        feats = compute_fbank(buf[:(n - 1) * self.shift + self.window].unsqueeze(0),
+                              self.sample_rate, **self._kwargs)
+        self._pending = buf[n * self.shift:].clone()
+        self.frames_out += n
+        return feats
+
+
+class CtcPrefixBeamState:
+    """CTC prefix beam search of one utterance whose log-probabilities arrive in pieces.
+
+    ``advance`` runs the same per-frame update as ``ctc_prefix_beam_search`` (top-k
+    expansion, blank skipping), so ``nbest()`` after all frames equals that function's
+    n-best on the concatenated frames.
+    """
+
+    def __init__(self, beam_size: int, blank_id: int = 0,
+                 blank_skip_threshold: Optional[float] = 0.999) -> None:
+        self.beam_size = beam_size
+        self.blank_id = blank_id
+        self.blank_skip_threshold = blank_skip_threshold
+        pb = torch.full((1, beam_size), NEG_INF)
+        pb[:, 0] = 0.0
+        self._beam = _Beam(pb, torch.full((1, beam_size), NEG_INF),
+                           torch.full((1, beam_size), -1, dtype=torch.long),
+                           torch.full((1, beam_size), -1, dtype=torch.long))
+        self._prefixes: List[List[Optional[Hyp]]] = [[()] + [None] * (beam_size - 1)]
+        self.frames = 0
+
+    @torch.no_grad()
+    def advance(self, logprobs: torch.Tensor) -> None:
+        """Feed CTC log-probabilities (T, V) of the next frames."""
+        lp_all = logprobs.float().unsqueeze(0)
+        T, V = logprobs.shape
+        if self.blank_skip_threshold is not None:
+            skip = lp_all[:, :, self.blank_id] > math.log(self.blank_skip_threshold)
+        else:
+            skip = torch.zeros(1, T, dtype=torch.bool)
+        topk_lp, topk_ids = lp_all.topk(min(self.beam_size, V), dim=-1)
+        active = torch.ones(1, dtype=torch.bool)
+        beam = self._beam
+        for t in range(T):
+            total = torch.logaddexp(beam.pb, beam.pnb)
+            if bool(skip[0, t]):
+                beam = beam._replace(pb=total + lp_all[:, t, self.blank_id].unsqueeze(1),
+                                     pnb=torch.full_like(beam.pnb, NEG_INF))
+            else:
+                beam = _prefix_step(beam, total, self._prefixes, topk_lp[:, t],
+                                    topk_ids[:, t], active, V, self.blank_id)
+        self._beam = beam
+        self.frames += T
+
+    def nbest(self) -> NBest:
+        """The live prefixes with their log scores, best first."""
+        return _nbest_lists(self._beam, self._prefixes)[0]
+
+    def best(self) -> List[int]:
+        nbest = self.nbest()
+        return list(nbest[0][0]) if nbest else []
+
+
+@dataclass(frozen=True)
+class EndpointRules:
+    """When a sentence ends in continuous decoding (WeNet runtime's three rules).
+
+    A frame is silence when its CTC blank probability exceeds ``blank_prob``. The
+    sentence ends after ``max_leading_silence_ms`` of silence with nothing decoded
+    yet (the silence is dropped), after ``trailing_silence_ms`` of silence following
+    speech, or when it reaches ``max_sentence_ms``.
+    """
+
+    blank_prob: float = 0.8
+    max_leading_silence_ms: float = 5000.0
+    trailing_silence_ms: float = 1000.0
+    max_sentence_ms: float = 20000.0
+
+
+class EndpointDetector:
+    """Trailing-silence bookkeeping of the current sentence."""
+
+    def __init__(self, rules: EndpointRules, frame_ms: float, blank_id: int = 0) -> None:
+        self.rules = rules
+        self.frame_ms = frame_ms
+        self.blank_id = blank_id
+        self.reset()
+
+    def reset(self) -> None:
+        self.frames = 0
+        self.trailing_silence = 0
+
+    def update(self, logprobs: torch.Tensor) -> None:
+        """Count the frames of a chunk's CTC log-probabilities (T, V)."""
+        silent = (logprobs[:, self.blank_id] > math.log(self.rules.blank_prob)).tolist()
+        for s in silent:
+            self.trailing_silence = self.trailing_silence + 1 if s else 0
+        self.frames += len(silent)
+
+    def reached(self, decoded_something: bool) -> Optional[str]:
+        """The rule that ends the sentence now, or None."""
+        silence_ms = self.trailing_silence * self.frame_ms
+        if self.frames * self.frame_ms >= self.rules.max_sentence_ms:
+            return "max_sentence"
+        if decoded_something and silence_ms >= self.rules.trailing_silence_ms:
+            return "trailing_silence"
+        if not decoded_something and silence_ms >= self.rules.max_leading_silence_ms:
+            return "leading_silence"
+        return None

@@ -1,0 +1,219 @@
+"""Streaming recognition of one audio stream: 16-bit PCM in, partial and final results out.
+
+:class:`StreamingRecognizer` is one client's decoder. Audio arrives in pieces of any
+length; fbank frames are computed as they become complete
+(:class:`~wenet.decode.stream_state.IncrementalFbank`), the encoder runs one chunk of
+``chunk_size`` output frames at a time with its attention and convolution caches
+(the model's ``forward_encoder_chunk``, present on the eager ``ASRModel`` and on the
+exported TorchScript module alike), and the CTC prefix beam search continues from
+chunk to chunk. At the end of a sentence the n-best is rescored by the attention
+decoder (``wenet.decode.attention.score_hyps``, the scores ``attention_rescoring``
+uses) and the winner gets word times from the CTC forced alignment of its tokens.
+
+The chunks are cut exactly as ``BaseEncoder.forward_chunk_by_chunk`` cuts them
+(``recognize.py --simulate_streaming``): chunk ``k`` reads feature frames
+``[k * stride, k * stride + window)``, and the last chunks at the end of the stream
+read what is left. So, without endpointing, the final result equals
+``recognize.py --mode attention_rescoring --simulate_streaming`` with the same
+``--decoding_chunk_size``, ``--num_decoding_left_chunks``, beam and weights.
+
+Sentences: with ``continuous`` the :class:`~wenet.decode.stream_state.EndpointRules`
+cut the stream into sentences (a leading silence alone is dropped); each sentence is
+decoded from fresh caches, as WeNet's runtime does, and its word times count from the
+start of the stream. Without ``continuous`` the stream is one sentence, ended by
+:meth:`StreamingRecognizer.finish` or when it reaches ``max_sentence_ms``.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from wenet.dataset.fbank import FeatureConf
+from wenet.dataset.tokenizer import Tokenizer
+from wenet.decode.align import AlignmentError, ctc_forced_align, token_spans, word_spans
+from wenet.decode.attention import score_hyps
+from wenet.decode.hyps import NBest
+from wenet.decode.stream_state import (CtcPrefixBeamState, EndpointDetector, EndpointRules,
+                                       IncrementalFbank)
+
+
+@dataclass(frozen=True)
+class StreamingOptions:
+    """Decoding settings of a stream (recognize.py's options of the same meaning)."""
+
+    chunk_size: int = 16            # encoder output frames per chunk
+    num_left_chunks: int = -1       # chunks of attention cache kept (-1: all)
+    beam_size: int = 10
+    ctc_weight: float = 0.0         # rescoring: weight of the CTC prefix score
+    reverse_weight: float = 0.0     # rescoring: weight of the right-to-left decoder
+    blank_skip_threshold: Optional[float] = 0.999
+    endpoint: EndpointRules = field(default_factory=EndpointRules)
+
+
+def is_streaming_config(configs: Dict[str, Any]) -> bool:
+    """Whether a training config's encoder was trained to run chunk by chunk."""
+    conf = configs.get("encoder_conf") or {}
+    return bool(conf.get("use_dynamic_chunk")) or int(conf.get("static_chunk_size", 0)) > 0
+
+
+class StreamingRecognizer:
+    """One audio stream's decoder (not thread-safe: one call at a time)."""
+
+    def __init__(self, model: Any, tokenizer: Tokenizer, feature_conf: FeatureConf,
+                 options: StreamingOptions, nbest: int = 1, continuous: bool = False) -> None:
+        if options.chunk_size <= 0:
+            raise ValueError(f"chunk_size must be > 0, got {options.chunk_size}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.options = options
+        self.nbest = max(1, min(nbest, options.beam_size))
+        self.continuous = continuous
+        self.fbank = IncrementalFbank(feature_conf)
+        self.subsampling = int(model.subsampling_rate())
+        self.context = int(model.right_context()) + 1
+        self.stride = self.subsampling * options.chunk_size
+        self.window = (options.chunk_size - 1) * self.subsampling + self.context
+        self.frame_s = self.subsampling * feature_conf.frame_shift / 1000.0
+        self.sos, self.eos = int(model.sos_symbol()), int(model.eos_symbol())
+        self.id_to_token = {i: t for t, i in tokenizer.symbol_table.items()}
+        self.endpoint = EndpointDetector(options.endpoint, self.frame_s * 1000.0)
+        self.samples_in = 0
+        self.sentence_start = 0   # encoder frames of the stream before this sentence
+        self.ended = False        # non-continuous stream finished (max sentence length)
+        self._feats = torch.zeros(0, feature_conf.num_mel_bins)  # from the next chunk on
+        self._new_sentence()
+
+    def _new_sentence(self) -> None:
+        self._att_cache = torch.zeros(0, 0, 0, 0)
+        self._cnn_cache = torch.zeros(0, 0, 0, 0)
+        self._offset = 0
+        self._encoder_out: List[torch.Tensor] = []
+        self._ctc: List[torch.Tensor] = []
+        self._beam = CtcPrefixBeamState(self.options.beam_size,
+                                        blank_skip_threshold=self.options.blank_skip_threshold)
+        self.endpoint.reset()
+        self._last_partial: Optional[str] = None
+
+    @property
+    def audio_seconds(self) -> float:
+        return self.samples_in / self.fbank.sample_rate
+
+    @torch.no_grad()
+    def accept_pcm(self, pcm: bytes) -> List[Dict[str, Any]]:
+        """Take 16-bit little-endian mono PCM at 16 kHz (an even number of bytes); returns
+        the events it causes: ``partial_result`` when the best text changed, and in
+        continuous mode ``final_result`` at each endpoint; ``speech_end`` when a
+        non-continuous stream reached ``max_sentence_ms``."""
+        if len(pcm) % 2:
+            raise ValueError(f"{len(pcm)} bytes are not a whole number of 16-bit samples")
+        if self.ended:
+            return []
+        samples = torch.frombuffer(bytearray(pcm), dtype=torch.int16).float() / 32768.0
+        self.samples_in += samples.numel()
+        self._feats = torch.cat([self._feats, self.fbank.accept(samples)])
+        events: List[Dict[str, Any]] = []
+        while self._feats.size(0) >= self.window and not self.ended:
+            self._run_chunk(self._feats[:self.window])
+            self._feats = self._feats[self.stride:]
+            events.extend(self._after_chunk())
+        return events
+
+    def _run_chunk(self, xs: torch.Tensor) -> None:
+        o = self.options
+        ys, self._att_cache, self._cnn_cache = self.model.forward_encoder_chunk(
+            xs.unsqueeze(0), self._offset, o.chunk_size * o.num_left_chunks,
+            self._att_cache, self._cnn_cache)
+        self._offset += ys.size(1)
+        logprobs = self.model.ctc_activation(ys)[0]
+        self._encoder_out.append(ys)
+        self._ctc.append(logprobs)
+        self._beam.advance(logprobs)
+        self.endpoint.update(logprobs)
+
+    def _after_chunk(self) -> List[Dict[str, Any]]:
+        best = self._beam.best()
+        rule = self.endpoint.reached(bool(best))
+        if rule is not None and (self.continuous or rule == "max_sentence"):
+            logging.debug("endpoint (%s) after %d frames", rule, self.endpoint.frames)
+            events = self._end_sentence(final_if_empty=not self.continuous)
+            return events + ([] if self.continuous else [{"type": "speech_end"}])
+        text = self.tokenizer.decode(best, eos=self.eos)
+        if text and text != self._last_partial:
+            self._last_partial = text
+            return [{"type": "partial_result",
+                     "nbest": [{"sentence": self.tokenizer.decode(list(h), eos=self.eos)}
+                               for h, _ in self._beam.nbest()[:self.nbest]]}]
+        return []
+
+    @torch.no_grad()
+    def finish(self) -> List[Dict[str, Any]]:
+        """The end of the stream: encode what is left as ``forward_chunk_by_chunk`` does,
+        give the last sentence's ``final_result`` (also when empty) and ``speech_end``;
+        nothing when the stream has ended already."""
+        if self.ended:  # speech_end was given already (max_sentence_ms reached)
+            return []
+        num = self._feats.size(0)
+        for cur in range(0, num - self.context + 1, self.stride):
+            self._run_chunk(self._feats[cur:min(cur + self.window, num)])
+        self._feats = self._feats[:0]
+        events = self._end_sentence(final_if_empty=True)
+        self.ended = True
+        return events + [{"type": "speech_end"}]
+
+    def _end_sentence(self, final_if_empty: bool) -> List[Dict[str, Any]]:
+        """Rescore and time the sentence, then start the next one (or end the stream)."""
+        result = self.final_result()
+        frames = self._offset
+        self.sentence_start += frames
+        self._new_sentence()
+        if not self.continuous:
+            self.ended = True
+            return [result]
+        if not result["nbest"][0]["sentence"] and not final_if_empty:
+            return []
+        return [result]
+
+    def final_result(self) -> Dict[str, Any]:
+        """The current sentence rescored: ``final_result`` with its n-best, the best one
+        with word times (seconds from the start of the stream) and confidences."""
+        nbest = self._beam.nbest()
+        if not self._encoder_out or not nbest:
+            return {"type": "final_result", "nbest": [{"sentence": "", "words": []}]}
+        encoder_out = torch.cat(self._encoder_out, dim=1)
+        ranked = rescore(self.model.decoder, encoder_out, nbest, self.sos, self.eos,
+                         self.options.ctc_weight, self.options.reverse_weight)
+        out = [{"sentence": self.tokenizer.decode(hyp, eos=self.eos), "score": round(score, 4)}
+               for hyp, score in ranked[:self.nbest]]
+        out[0]["words"] = self._words(ranked[0][0])
+        return {"type": "final_result", "nbest": out}
+
+    def _words(self, hyp: List[int]) -> List[Dict[str, Any]]:
+        logprobs = torch.cat(self._ctc, dim=0)
+        try:
+            path = ctc_forced_align(logprobs, hyp)
+        except AlignmentError as e:  # e.g. more tokens than frames: text without times
+            logging.warning("no word times for a sentence: %s", e)
+            return []
+        spans = token_spans(path, logprobs)
+        words = word_spans(spans, [self.id_to_token[s.token] for s in spans], self.frame_s)
+        base = self.sentence_start * self.frame_s
+        return [{"word": w.word, "start": round(base + w.start_s, 3),
+                 "end": round(base + w.end_s, 3), "confidence": round(w.confidence, 4)}
+                for w in words]
+
+
+def rescore(decoder: Any, encoder_out: torch.Tensor, nbest: NBest, sos: int, eos: int,
+            ctc_weight: float, reverse_weight: float) -> List[tuple]:
+    """All hypotheses of a CTC n-best with their attention-rescoring scores, best first
+    (ties keep the n-best order, so the first equals ``attention_rescoring``'s choice)."""
+    hyps = [tuple(h) for h, _ in nbest]
+    mask = torch.ones(1, 1, encoder_out.size(1), dtype=torch.bool)
+    owner = torch.zeros(len(hyps), dtype=torch.long)
+    l2r, r2l = score_hyps(decoder, encoder_out, mask, hyps, owner, sos, eos, reverse_weight)
+    total = l2r * (1.0 - reverse_weight) + r2l * reverse_weight
+    total = (total + ctc_weight * torch.tensor([s for _, s in nbest])).tolist()
+    order = sorted(range(len(hyps)), key=lambda i: -total[i])
+    return [(list(hyps[i]), total[i]) for i in order]

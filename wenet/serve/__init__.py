@@ -1,0 +1,1 @@
+"""The streaming recognition server: WebSocket protocol, sessions, browser page."""

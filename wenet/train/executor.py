@@ -8,7 +8,8 @@ What it does per batch, in order (every rank in lock-step):
    out-of-memory error or a non-finite loss on any rank is shared (second
    all_reduce) and the batch is skipped by all ranks, logged and counted;
 3. backward of ``loss / accum_grad``; after ``accum_grad`` good batches: unscale
-   (AMP), clip to ``grad_clip``, and step unless the gradient norm is
+   (AMP), clip to ``grad_clip`` (unless the optimizer clips by itself, as
+   ScaledAdam does), and step unless the gradient norm is
    non-finite (skipped and counted). ``max_bad_steps`` non-finite steps in a row
    stop training after dumping the batch and model under ``$dir/bad_batch/``;
 4. scheduler step, model-average update, a ``step_{S}`` checkpoint every
@@ -93,6 +94,8 @@ class Executor:
                 self.state.start_next_epoch()
                 continue
             epoch = self.state.epoch
+            if hasattr(self.scheduler, "set_epoch"):  # epoch-aware schedules (eden)
+                self.scheduler.set_epoch(epoch)
             logging.info("epoch %d: starting at batch %d (step %d), lr %.3e", epoch,
                          self.state.batches_done, self.state.step, self.lr)
             self.train_set.set_epoch(epoch)
@@ -256,7 +259,11 @@ class Executor:
         st = self.state
         if self.scaler is not None:
             self.scaler.unscale_(self.optimizer)
-        max_norm = self.conf.grad_clip if self.conf.grad_clip > 0 else float("inf")
+        # an optimizer that clips by itself (ScaledAdam: from the recent median norm) gets
+        # the gradients unclipped; the norm is still measured for the log and the finite check
+        clips_itself = getattr(self.optimizer, "clips_gradients", False)
+        max_norm = self.conf.grad_clip if self.conf.grad_clip > 0 and not clips_itself \
+            else float("inf")
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.module.parameters(), max_norm))
         stepped = False
         if self.scaler is not None:

@@ -5,11 +5,14 @@ from typing import Any, Iterable, Mapping
 
 import torch
 
-OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+from wenet.train.scaled_adam import ScaledAdam
+
+OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "scaled_adam": ScaledAdam}
 
 
 def build_optimizer(params: Iterable, name: str, conf: Mapping[str, Any]) -> torch.optim.Optimizer:
-    """Adam or AdamW over ``params`` with ``optim_conf`` (``lr``, ``weight_decay``, ``betas``...).
+    """Adam, AdamW or ScaledAdam (wenet/train/scaled_adam.py) over ``params`` with
+    ``optim_conf`` (``lr``, ``betas``, ``weight_decay``, ``clipping_scale``...).
 
     An unknown name or a keyword the optimizer does not take is a ``ValueError`` that says which.
     """

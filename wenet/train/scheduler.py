@@ -1,7 +1,8 @@
 """Learning-rate schedules stepped once per optimizer update.
 
-Both schedules are closed-form functions of the update count, so a restored
-``state_dict`` (which holds that count) gives exactly the same rates again.
+Every schedule is a closed-form function of the update count (and, for ``eden``,
+of the epoch), so a restored ``state_dict`` (which holds both) gives exactly the
+same rates again.
 
 Convention (as WeNet's): after ``n`` calls of ``scheduler.step()`` the rate in
 the optimizer is the one for update number ``n + 1`` (1-based), so the first
@@ -61,11 +62,63 @@ class WarmupCosineLR(LRScheduler):
         return [self.min_lr + (base - self.min_lr) * cosine for base in self.base_lrs]
 
 
-_SCHEDULERS = {"warmuplr": WarmupLR, "warmupcosine": WarmupCosineLR}
+def eden_factor(batch: float, epoch: float, lr_batches: float, lr_epochs: float,
+                warmup_batches: float, warmup_start: float) -> float:
+    """Eden's multiplier of the base rate after ``batch`` updates in epoch ``epoch`` (0-based)."""
+    batch_decay = ((batch ** 2 + lr_batches ** 2) / lr_batches ** 2) ** -0.25
+    epoch_decay = ((epoch ** 2 + lr_epochs ** 2) / lr_epochs ** 2) ** -0.25
+    warmup = 1.0 if batch >= warmup_batches else \
+        warmup_start + (1.0 - warmup_start) * batch / warmup_batches
+    return batch_decay * epoch_decay * warmup
+
+
+class Eden(LRScheduler):
+    """icefall's Eden: a rate that decays with both the update count and the epoch,
+
+    ``lr = base * ((b^2 + lr_batches^2) / lr_batches^2)^-0.25
+    * ((e^2 + lr_epochs^2) / lr_epochs^2)^-0.25 * warmup(b)``,
+
+    flat near the start, then ∝ b^-0.5 and e^-0.5; ``warmup`` rises linearly from
+    ``warmup_start`` to 1 over ``warmup_batches`` updates. ``b`` is the number of updates
+    already made (the first update uses b = 0, as icefall) and ``e`` the number of
+    finished epochs, set by the training loop through :meth:`set_epoch` at the start of
+    each epoch. Both are in ``state_dict``, so a resumed run continues on the same curve.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, lr_batches: float = 7500,
+                 lr_epochs: float = 3.5, warmup_batches: float = 500.0,
+                 warmup_start: float = 0.5, last_epoch: int = -1) -> None:
+        if lr_batches <= 0 or lr_epochs <= 0 or warmup_batches < 0 or not 0 < warmup_start <= 1:
+            raise ValueError(f"eden: need lr_batches > 0, lr_epochs > 0, warmup_batches >= 0 "
+                             f"and 0 < warmup_start <= 1 (got {lr_batches}, {lr_epochs}, "
+                             f"{warmup_batches}, {warmup_start})")
+        self.lr_batches = float(lr_batches)
+        self.lr_epochs = float(lr_epochs)
+        self.warmup_batches = float(warmup_batches)
+        self.warmup_start = float(warmup_start)
+        self.epoch = 0
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> List[float]:
+        factor = eden_factor(self.last_epoch, self.epoch, self.lr_batches, self.lr_epochs,
+                             self.warmup_batches, self.warmup_start)
+        return [base * factor for base in self.base_lrs]
+
+    def set_epoch(self, epoch: int) -> None:
+        """Enter epoch ``epoch`` (0-based: the number of finished epochs); rates follow at once."""
+        self.epoch = int(epoch)
+        lrs = self.get_lr()
+        for group, lr in zip(self.optimizer.param_groups, lrs):
+            group["lr"] = lr
+        self._last_lr = lrs
+
+
+_SCHEDULERS = {"warmuplr": WarmupLR, "warmupcosine": WarmupCosineLR, "eden": Eden}
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, name: str, conf: Dict[str, Any]) -> LRScheduler:
-    """The schedule called ``name`` (``warmuplr`` | ``warmupcosine``) with ``scheduler_conf`` ``conf``."""
+    """The schedule called ``name`` (``warmuplr`` | ``warmupcosine`` | ``eden``) with
+    ``scheduler_conf`` ``conf``."""
     if name not in _SCHEDULERS:
         raise ValueError(f"unknown scheduler '{name}' (known: {', '.join(sorted(_SCHEDULERS))})")
     try:

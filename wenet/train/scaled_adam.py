@@ -1,0 +1,236 @@
+"""ScaledAdam (Zipformer paper, ICLR 2024; icefall's ``optim.py``), written from its equations.
+
+Per parameter tensor ``p`` with gradient ``g`` at update ``t`` (0-based), with
+``c`` the clipping factor of this update (below):
+
+* Adam-style second moment with bias correction:
+  ``v <- beta2 * v + (1 - beta2) * (c g)^2``,
+  ``n = c g / (sqrt(v / (1 - beta2^(t+1))) + eps)``.
+* The update is proportional to the tensor's RMS: the change is
+  ``-lr * clamp(rms(p), param_min_rms, param_max_rms) * n``, so every tensor moves by the same
+  *relative* amount whatever its scale (``rms(p)`` is refreshed every
+  ``size_update_period`` updates).
+* A learnt scale: the gradient of the loss w.r.t. a log-scale ``s`` of ``p``
+  (``p = exp(s) * p'``) is ``sum(p * g)``. Those are collected over
+  ``size_update_period`` updates and, at the end of each period, an Adam-like step on
+  ``s`` (lr ``lr * scalar_lr_scale``, second moment decayed by ``beta2^period``)
+  multiplies ``p`` by ``1 + step``; the step never shrinks a tensor whose RMS is below
+  ``param_min_rms`` nor grows it past ``param_max_rms``.
+* Momentum on the update itself: ``delta <- beta1 * delta + (1 - beta1) * (changes)``,
+  ``p <- p + delta`` (no first-moment bias correction: slower first updates, as icefall).
+* Tensors with a single element are updated by plain Adam with
+  ``lr * scalar_lr_scale`` and kept within ``[-scalar_max, scalar_max]``.
+
+Gradient clipping from the recent median: each update's norm is
+``sqrt(sum over tensors of |g * rms(p)|^2 + sum over scalars of (g * scalar_lr_scale)^2)``
+(the size of the update it would cause, not of the raw gradient). The norms of the
+last ``clipping_update_period`` updates are kept; every ``clipping_update_period``
+updates (and early, at updates 10, 20 and 40 when those come before the first period
+ends, with a doubled threshold) the threshold becomes ``clipping_scale`` x their
+median. An update whose norm exceeds the threshold has its gradients scaled down to
+it (``c = threshold / norm``); before the first threshold, and at update 0, there is
+no clipping. The executor leaves clipping to this optimizer (``clips_gradients``).
+
+Simplifications against icefall: one tensor at a time (no batching of same-shaped
+tensors: simpler, and on small CPU models the loop costs little), one model-wide
+clipping norm over all parameter groups (threshold from the first group's
+``clipping_scale``), the median is ``sorted(norms)[n // 2]``, and the second moment
+is always bias-corrected.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+import torch
+
+EARLY_CLIPPING_ESTIMATES = (10, 20, 40)
+
+
+class ScaledAdam(torch.optim.Optimizer):
+    """See the module docstring. ``clips_gradients`` tells the training loop not to clip too."""
+
+    clips_gradients = True
+
+    def __init__(self, params: Iterable, lr: float = 0.045, betas: Tuple[float, float] = (0.9, 0.98),
+                 scalar_lr_scale: float = 0.1, eps: float = 1.0e-8,
+                 param_min_rms: float = 1.0e-5, param_max_rms: float = 3.0,
+                 scalar_max: float = 10.0, size_update_period: int = 4,
+                 clipping_scale: Optional[float] = 2.0, clipping_update_period: int = 100) -> None:
+        if lr <= 0 or not 0.0 <= betas[0] < 1.0 or not 0.0 < betas[1] < 1.0:
+            raise ValueError(f"scaled_adam: bad lr {lr} or betas {betas}")
+        if not 0 < param_min_rms < param_max_rms or size_update_period < 1 \
+                or clipping_update_period < 1:
+            raise ValueError("scaled_adam: need 0 < param_min_rms < param_max_rms, "
+                             "size_update_period >= 1, clipping_update_period >= 1")
+        defaults = dict(lr=lr, betas=tuple(betas), scalar_lr_scale=scalar_lr_scale, eps=eps,
+                        param_min_rms=param_min_rms, param_max_rms=param_max_rms,
+                        scalar_max=scalar_max, size_update_period=size_update_period,
+                        clipping_scale=clipping_scale,
+                        clipping_update_period=clipping_update_period)
+        super().__init__(params, defaults)
+        self.clip_step = 0                 # updates seen by the clipping statistics
+        self.clip_norms: List[float] = []  # ring buffer of recent norms
+        self.clip_threshold: Optional[float] = None
+        self.num_clipped = 0               # since the last threshold estimate
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> Dict[str, Any]:
+        sd = super().state_dict()
+        sd["clipping"] = {"step": self.clip_step, "norms": list(self.clip_norms),
+                          "threshold": self.clip_threshold, "num_clipped": self.num_clipped}
+        return sd
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        state_dict = dict(state_dict)
+        clipping = state_dict.pop("clipping", None)
+        super().load_state_dict(state_dict)
+        if clipping is not None:
+            self.clip_step = int(clipping["step"])
+            self.clip_norms = [float(x) for x in clipping["norms"]]
+            self.clip_threshold = (None if clipping["threshold"] is None
+                                   else float(clipping["threshold"]))
+            self.num_clipped = int(clipping["num_clipped"])
+
+    def _init_state(self, p: torch.Tensor, group: Dict[str, Any]) -> Dict[str, Any]:
+        state = self.state[p]
+        if not state:
+            state["step"] = 0
+            state["delta"] = torch.zeros_like(p)
+            state["exp_avg_sq"] = torch.zeros_like(p)
+            if p.numel() > 1:
+                state["param_rms"] = _rms(p)
+                state["scale_grads"] = torch.zeros(group["size_update_period"], dtype=p.dtype,
+                                                   device=p.device)
+                state["scale_exp_avg_sq"] = torch.zeros((), dtype=p.dtype, device=p.device)
+        return state
+
+    # --------------------------------------------------------------- clipping
+    def _update_norm(self) -> float:
+        """This update's norm, measured as the step it would cause (see the module docstring)."""
+        sumsq = 0.0
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self._init_state(p, group)
+                if p.numel() == 1:
+                    sumsq += float((p.grad * group["scalar_lr_scale"]).pow(2).sum())
+                else:
+                    sumsq += float((p.grad * state["param_rms"]).pow(2).sum())
+        return math.sqrt(sumsq)
+
+    def _clipping_factor(self) -> float:
+        """Factor <= 1 for this update's gradients; updates the recent-norm statistics."""
+        group = self.param_groups[0]
+        clipping_scale, period = group["clipping_scale"], group["clipping_update_period"]
+        step = self.clip_step
+        self.clip_step += 1
+        if clipping_scale is None or step == 0:
+            return 1.0
+        norm = self._update_norm()
+        if not math.isfinite(norm):
+            return 1.0  # the training loop skips such updates; keep them out of the median
+        if len(self.clip_norms) < period:
+            self.clip_norms.append(norm)
+        else:
+            self.clip_norms[step % period] = norm
+        early = step in EARLY_CLIPPING_ESTIMATES and step < period
+        if step % period == 0 or early:
+            recent = sorted(self.clip_norms)
+            median = recent[len(recent) // 2]
+            self.clip_threshold = clipping_scale * median * (2.0 if early else 1.0)
+            logging.info("scaled_adam: update %d: grad-norm quartiles %s, threshold %.3e, "
+                         "%d of the last %d updates clipped", step,
+                         " ".join(f"{recent[min(len(recent) - 1, len(recent) * q // 4)]:.3e}"
+                                  for q in range(5)),
+                         self.clip_threshold, self.num_clipped, len(recent))
+            self.num_clipped = 0
+        if self.clip_threshold is None or norm <= self.clip_threshold:
+            return 1.0
+        self.num_clipped += 1
+        factor = self.clip_threshold / norm
+        if factor < 0.1:
+            logging.warning("scaled_adam: update %d: gradient norm %.3e is %.1fx the "
+                            "threshold", step, norm, 1.0 / factor)
+        return factor
+
+    # ------------------------------------------------------------------ steps
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        clip = self._clipping_factor()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p.grad.is_sparse:
+                    raise RuntimeError("scaled_adam does not support sparse gradients")
+                state = self._init_state(p, group)
+                grad = p.grad * clip if clip != 1.0 else p.grad
+                state["delta"].mul_(group["betas"][0])
+                if p.numel() == 1:
+                    self._step_scalar(group, p, grad, state)
+                else:
+                    self._step_tensor(group, p, grad, state)
+                state["step"] += 1
+        return loss
+
+    @staticmethod
+    def _adam_direction(group: Dict[str, Any], grad: torch.Tensor, state: Dict[str, Any]
+                        ) -> torch.Tensor:
+        """grad / (sqrt(bias-corrected second moment) + eps), after updating the moment."""
+        beta2 = group["betas"][1]
+        exp_avg_sq = state["exp_avg_sq"]
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        correction = 1 - beta2 ** (state["step"] + 1)
+        return grad / ((exp_avg_sq / correction).sqrt() + group["eps"])
+
+    def _step_scalar(self, group: Dict[str, Any], p: torch.Tensor, grad: torch.Tensor,
+                     state: Dict[str, Any]) -> None:
+        lr = group["lr"] * group["scalar_lr_scale"]
+        direction = self._adam_direction(group, grad, state)
+        state["delta"].add_(direction, alpha=-lr * (1 - group["betas"][0]))
+        p.add_(state["delta"]).clamp_(-group["scalar_max"], group["scalar_max"])
+
+    def _step_tensor(self, group: Dict[str, Any], p: torch.Tensor, grad: torch.Tensor,
+                     state: Dict[str, Any]) -> None:
+        beta1 = group["betas"][0]
+        period = group["size_update_period"]
+        step = state["step"]
+        state["scale_grads"][step % period] = (p * grad).sum()
+        if step % period == period - 1:
+            state["param_rms"] = _rms(p)
+            if step > 0:
+                self._size_update(group, p, state)
+        direction = self._adam_direction(group, grad, state)
+        rms = state["param_rms"].clamp(group["param_min_rms"], group["param_max_rms"])
+        state["delta"].add_(direction * (-group["lr"] * (1 - beta1) * rms))
+        p.add_(state["delta"])
+
+    @staticmethod
+    def _size_update(group: Dict[str, Any], p: torch.Tensor, state: Dict[str, Any]) -> None:
+        """Adam-like step on the tensor's log-scale from the last period's ``sum(p * g)``."""
+        beta1, beta2 = group["betas"]
+        period = group["size_update_period"]
+        beta2_period = beta2 ** period
+        scale_grads = state["scale_grads"]
+        moment = state["scale_exp_avg_sq"]
+        moment.mul_(beta2_period).add_(scale_grads.pow(2).mean(), alpha=1 - beta2_period)
+        size_steps = (state["step"] + 1) // period
+        correction = 1 - beta2_period ** size_steps
+        denom = (moment / correction).sqrt() + group["eps"]
+        scale_step = -group["lr"] * group["scalar_lr_scale"] * scale_grads.sum() / denom
+        rms = state["param_rms"]
+        if rms < group["param_min_rms"]:
+            scale_step = scale_step.clamp(min=0.0)
+        scale_step = torch.minimum(scale_step, (group["param_max_rms"] - rms) / rms)
+        state["delta"].add_(p * scale_step, alpha=1 - beta1)
+
+
+def _rms(p: torch.Tensor) -> torch.Tensor:
+    return p.detach().pow(2).mean().sqrt()

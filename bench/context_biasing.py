@@ -33,6 +33,8 @@ import dataclasses
 import glob
 import logging
 import os
+import platform
+import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -127,6 +129,7 @@ class Evaluator:
     def __init__(self, model, configs: dict, tokenizer: Tokenizer, data_list: str,
                  text: str, data_type: str, options: DecodeOptions, batch_size: int) -> None:
         self.model, self.tokenizer, self.options = model, tokenizer, options
+        self.seconds: List[float] = []  # search time of each run (both modes together)
         self.refs = {k: normalize(v.split(), set(), False, True)
                      for k, v in read_kaldi_map(text, allow_empty_value=True).items()}
         self.encoded = encode_set(model, configs, data_list, data_type, tokenizer, batch_size)
@@ -140,7 +143,9 @@ class Evaluator:
         """{mode: (counts, word stats)}, biased towards ``words`` if any."""
         graph = build_graph(words, self.tokenizer, context_score) if words else None
         options = dataclasses.replace(self.options, context_graph=graph)
+        start = time.perf_counter()
         texts = decode_set(self.model, self.encoded, options, self.tokenizer)
+        self.seconds.append(time.perf_counter() - start)
         return {m: score(self.refs, texts[m]) for m in MODES}
 
 
@@ -190,6 +195,20 @@ def report(test: Evaluator, chosen: Dict[str, float], num_words: int, min_count:
     print("\ncontext_score per mode: " + ", ".join(f"{m} {chosen[m]:g}" for m in MODES))
     for m in MODES:
         print(f"{m}: WER {base[m][0].summary()} -> {after[m][0].summary()}")
+    print(f"search time of both modes on the test set ({_cpu()}, {torch.get_num_threads()} "
+          f"thread(s)): {test.seconds[0]:.2f} s without context, "
+          + ", ".join(f"{s:.2f} s" for s in test.seconds[1:]) + " with it")
+
+
+def _cpu() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
 
 
 def _checkpoint(args: argparse.Namespace) -> str:

@@ -1,0 +1,188 @@
+"""One Zipformer block (ZipformerEncoderLayer) and its feed-forward, convolution and
+bypass modules.
+
+Module order inside a block (as in icefall's Zipformer2EncoderLayer): attention
+weights (computed once) -> feed-forward 1 -> non-linear attention (head 0 of the
+weights) -> self-attention 1 -> convolution 1 -> feed-forward 2 -> mid bypass ->
+self-attention 2 (same weights) -> convolution 2 -> feed-forward 3 -> BiasNorm ->
+bypass with the block's input. The modules have no norm of their own; the block ends
+with BiasNorm, and each bypass mixes input and output with a learnt per-channel scale.
+"""
+from __future__ import annotations
+
+from typing import Tuple
+
+import torch
+
+from wenet.zipformer.attention import (NonlinAttention, RelPositionMultiheadAttentionWeights,
+                                       SelfAttention)
+from wenet.zipformer.scaling import (Balancer, BiasNorm, ScheduledFloat, Whiten,
+                                     limit_param_value, scheduled, sequence_keep_mask, swoosh_l,
+                                     swoosh_r)
+
+
+def _shrink_init(linear: torch.nn.Linear, scale: float) -> torch.nn.Linear:
+    """Scale a Linear's initial weights (and zero its bias): the output projections of
+    the residual modules start small, as the Zipformer's do."""
+    with torch.no_grad():
+        linear.weight.mul_(scale)
+        if linear.bias is not None:
+            linear.bias.zero_()
+    return linear
+
+
+class FeedForward(torch.nn.Module):
+    """Linear -> SwooshL -> dropout (scheduled) -> Linear."""
+
+    def __init__(self, dim: int, hidden: int, dropout: ScheduledFloat, use_balancers: bool):
+        super().__init__()
+        self.in_proj = torch.nn.Linear(dim, hidden)
+        self.balancer = Balancer(use_balancers, min_positive=0.2, max_positive=1.0,
+                                 min_abs=0.75, max_abs=5.0)
+        self.out_proj = _shrink_init(torch.nn.Linear(hidden, dim), 0.1)
+        self.dropout_p = 0.0
+        scheduled(self, "dropout_p", dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = swoosh_l(self.balancer(self.in_proj(x)))
+        h = torch.nn.functional.dropout(h, p=self.dropout_p, training=self.training)
+        return self.out_proj(h)
+
+
+class ConvolutionModule(torch.nn.Module):
+    """Linear to 2C -> x * sigmoid(gate) -> depthwise conv over time -> SwooshR -> Linear.
+
+    Padded frames are zeroed before the convolution. ``causal``: the convolution sees
+    only the current and kernel - 1 earlier frames; ``cache`` (B, kernel - 1, C) holds
+    those earlier frames (empty for a whole utterance: zeros, the left padding).
+    """
+
+    def __init__(self, dim: int, kernel_size: int, causal: bool, use_balancers: bool):
+        super().__init__()
+        if kernel_size < 3 or kernel_size % 2 == 0:
+            raise ValueError(f"cnn_module_kernel must be odd and >= 3, got {kernel_size}")
+        self.causal = causal
+        self.lorder = kernel_size - 1 if causal else 0
+        self.in_proj = torch.nn.Linear(dim, 2 * dim)
+        self.depthwise = torch.nn.Conv1d(dim, dim, kernel_size, groups=dim,
+                                         padding=0 if causal else kernel_size // 2)
+        self.balancer = Balancer(use_balancers, min_positive=0.05, max_positive=1.0,
+                                 min_abs=0.2, max_abs=10.0)
+        self.out_proj = _shrink_init(torch.nn.Linear(dim, dim), 0.1)
+
+    def forward(self, x: torch.Tensor, valid: torch.Tensor, cache: torch.Tensor
+                ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """x (B, T, C), valid (B, T, 1) bool, cache (B, kernel-1 or 0, C) ->
+        (out (B, T, C), new cache (B, kernel - 1, C); empty when not causal)."""
+        x, gate = self.in_proj(x).chunk(2, dim=-1)
+        x = (x * torch.sigmoid(gate)).masked_fill(~valid, 0.0)
+        new_cache = cache
+        if self.causal:
+            if cache.size(1) == 0:
+                cache = torch.zeros(x.size(0), self.lorder, x.size(2), dtype=x.dtype,
+                                    device=x.device)
+            x = torch.cat([cache.to(x.dtype), x], dim=1)
+            new_cache = x[:, x.size(1) - self.lorder:]
+        x = self.depthwise(x.transpose(1, 2)).transpose(1, 2)
+        return self.out_proj(swoosh_r(self.balancer(x))), new_cache
+
+
+class BypassModule(torch.nn.Module):
+    """orig + (x - orig) * scale, scale learnt per channel (starts at 0.5). In training,
+    a gradient that would take the scale outside [scale_min, 1] is reversed;
+    ``scale_min`` follows a schedule (the forward uses the scale as it is)."""
+
+    def __init__(self, dim: int, scale_min: ScheduledFloat):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.full((dim,), 0.5))
+        self.scale_min = 0.0
+        scheduled(self, "scale_min", scale_min)
+
+    def forward(self, orig: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        scale = self.scale
+        if not torch.jit.is_scripting() and not torch.jit.is_tracing() and self.training:
+            scale = limit_param_value(scale, self.scale_min, 1.0)
+        return orig + (x - orig) * scale
+
+
+class ZipformerEncoderLayer(torch.nn.Module):
+    """A Zipformer block of ``dim`` channels (see the module docstring for the order).
+
+    Streaming: ``att_cache`` (B, n, cache_width) holds, per earlier frame, the keys,
+    non-linear-attention values and the two self-attentions' values; ``conv_cache``
+    (B, kernel - 1, 2 * dim) the two causal convolutions' earlier inputs.
+    """
+
+    def __init__(self, dim: int, num_heads: int, feedforward_dim: int, query_head_dim: int,
+                 pos_head_dim: int, value_head_dim: int, pos_dim: int, cnn_module_kernel: int,
+                 causal: bool, dropout_rate: float = 0.1, use_balancers: bool = False,
+                 schedule_scale: float = 1.0):
+        super().__init__()
+        self.dim = dim
+
+        def sched(*points: Tuple[float, float]) -> ScheduledFloat:
+            return ScheduledFloat(*points, scale=schedule_scale)
+
+        self.attn_weights = RelPositionMultiheadAttentionWeights(
+            dim, pos_dim, num_heads, query_head_dim, pos_head_dim, use_whiten=use_balancers)
+        ff_dropout = sched((0.0, 0.3), (20000.0, dropout_rate))
+        self.ff1 = FeedForward(dim, feedforward_dim * 3 // 4, ff_dropout, use_balancers)
+        self.ff2 = FeedForward(dim, feedforward_dim, ff_dropout, use_balancers)
+        self.ff3 = FeedForward(dim, feedforward_dim * 5 // 4, ff_dropout, use_balancers)
+        self.nonlin_attn = NonlinAttention(dim, dim * 3 // 4)
+        self.self_attn1 = SelfAttention(dim, num_heads, value_head_dim)
+        self.self_attn2 = SelfAttention(dim, num_heads, value_head_dim)
+        self.conv1 = ConvolutionModule(dim, cnn_module_kernel, causal, use_balancers)
+        self.conv2 = ConvolutionModule(dim, cnn_module_kernel, causal, use_balancers)
+        self.bypass_mid = BypassModule(dim, sched((0.0, 0.5), (20000.0, 0.2)))
+        self.bypass = BypassModule(dim, sched((0.0, 0.9), (20000.0, 0.2)))
+        self.norm = BiasNorm(dim)
+        self.balancer = Balancer(use_balancers, min_positive=0.45, max_positive=0.55,
+                                 min_abs=0.2, max_abs=4.0)
+        self.whiten = Whiten(use_balancers, limit=5.0)
+        self.attention_skip_rate = 0.0
+        self.conv_skip_rate = 0.0
+        self.ff_skip_rate = 0.0
+        scheduled(self, "attention_skip_rate", sched((0.0, 0.2), (4000.0, 0.05), (16000.0, 0.0)))
+        scheduled(self, "conv_skip_rate", sched((0.0, 0.2), (4000.0, 0.05), (16000.0, 0.0)))
+        scheduled(self, "ff_skip_rate", sched((0.0, 0.1), (4000.0, 0.01), (50000.0, 0.0)))
+        # widths inside one att_cache frame: keys | non-linear values | values 1 | values 2
+        self.key_dim = self.attn_weights.key_dim
+        self.nonlin_dim = self.nonlin_attn.hidden_dim
+        self.value_dim = self.self_attn1.value_dim
+        self.cache_width = self.key_dim + self.nonlin_dim + 2 * self.value_dim
+        self.conv_lorder = self.conv1.lorder
+
+    def _add(self, x: torch.Tensor, y: torch.Tensor, drop_rate: float) -> torch.Tensor:
+        """x + y, with y dropped for a random share of the utterances in training."""
+        keep = sequence_keep_mask(y, drop_rate, self.training)
+        return x + y if keep is None else x + y * keep
+
+    def forward(self, x: torch.Tensor, pos_emb: torch.Tensor, mask: torch.Tensor,
+                valid: torch.Tensor, att_cache: torch.Tensor, conv_cache: torch.Tensor
+                ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x (B, T, dim), pos_emb (T + Tk - 1, pos_dim), mask (B|1, T, Tk) bool,
+        valid (B, T, 1) bool (False on padding), att_cache (B, Tk - T, cache_width),
+        conv_cache (B, kernel - 1 or 0, 2 * dim) ->
+        (out (B, T, dim), att_cache (B, Tk, cache_width), conv_cache (B, kernel - 1, 2*dim))."""
+        kd, nd, vd = self.key_dim, self.nonlin_dim, self.value_dim
+        orig = x
+        weights, keys = self.attn_weights(x, pos_emb, mask, att_cache[..., :kd])
+        x = x + self.ff1(x)
+        out, nl_values = self.nonlin_attn(x, weights[:, 0], att_cache[..., kd:kd + nd])
+        x = self._add(x, out, self.attention_skip_rate)
+        out, values1 = self.self_attn1(x, weights, att_cache[..., kd + nd:kd + nd + vd])
+        x = self._add(x, out, self.attention_skip_rate)
+        out, conv_cache1 = self.conv1(x, valid, conv_cache[..., :self.dim])
+        x = self._add(x, out, self.conv_skip_rate)
+        x = self._add(x, self.ff2(x), self.ff_skip_rate)
+        x = self.bypass_mid(orig, x)
+        out, values2 = self.self_attn2(x, weights, att_cache[..., kd + nd + vd:])
+        x = self._add(x, out, self.attention_skip_rate)
+        out, conv_cache2 = self.conv2(x, valid, conv_cache[..., self.dim:])
+        x = self._add(x, out, self.conv_skip_rate)
+        x = self._add(x, self.ff3(x), self.ff_skip_rate)
+        x = self.norm(self.balancer(x))
+        x = self.whiten(self.bypass(orig, x))
+        new_att_cache = torch.cat([keys, nl_values, values1, values2], dim=-1)
+        return x, new_att_cache, torch.cat([conv_cache1, conv_cache2], dim=-1)

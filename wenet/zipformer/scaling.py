@@ -1,0 +1,244 @@
+"""The Zipformer's small building blocks: BiasNorm, the SwooshR/SwooshL activations,
+values scheduled on the batch count, and the optional activation constraints
+(Balancer, Whiten) that change only gradients.
+
+Formulas (Zipformer paper, Yao et al., ICLR 2024):
+
+- BiasNorm(x) = x / RMS(x - b) * exp(g), with b a learnt per-channel bias and g a
+  learnt scalar (log scale); the RMS is over the channel dimension.
+- SwooshR(x) = log(1 + exp(x - 1)) - 0.08 x - 0.313261687
+- SwooshL(x) = log(1 + exp(x - 4)) - 0.08 x - 0.035
+
+Balancer and Whiten are identities in the forward pass. In training their backward
+adds a small term to the incoming gradient: the Balancer pushes each channel's share
+of positive values into [min_positive, max_positive] and its RMS into
+[min_abs, max_abs]; Whiten pushes the features' covariance towards a multiple of the
+identity when its "whiteness" metric exceeds a limit. The encoder switches them on
+with ``use_balancers``.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+import torch
+
+SWOOSH_R_OFFSET = 0.313261687
+SWOOSH_L_OFFSET = 0.035
+
+
+def swoosh_r(x: torch.Tensor) -> torch.Tensor:
+    """SwooshR(x) = log(1 + exp(x - 1)) - 0.08 x - 0.313261687 (SwooshR(0) ~ 0)."""
+    return torch.nn.functional.softplus(x - 1.0) - 0.08 * x - SWOOSH_R_OFFSET
+
+
+def swoosh_l(x: torch.Tensor) -> torch.Tensor:
+    """SwooshL(x) = log(1 + exp(x - 4)) - 0.08 x - 0.035."""
+    return torch.nn.functional.softplus(x - 4.0) - 0.08 * x - SWOOSH_L_OFFSET
+
+
+class SwooshR(torch.nn.Module):
+    """SwooshR activation (see ``swoosh_r``)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return swoosh_r(x)
+
+
+class SwooshL(torch.nn.Module):
+    """SwooshL activation (see ``swoosh_l``)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return swoosh_l(x)
+
+
+class BiasNorm(torch.nn.Module):
+    """x / RMS(x - bias) * exp(log_scale), over the last (channel) dimension.
+
+    Unlike LayerNorm it keeps the length information of x (the numerator is x
+    itself) and has one learnt scale for all channels.
+    """
+
+    def __init__(self, num_channels: int, eps: float = 1e-8):
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.zeros(num_channels))
+        self.log_scale = torch.nn.Parameter(torch.zeros(()))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rms = ((x - self.bias) ** 2).mean(dim=-1, keepdim=True).add(self.eps).sqrt()
+        return x / rms * self.log_scale.exp()
+
+
+class ScheduledFloat:
+    """A float that is piecewise linear in the training batch count.
+
+    ``ScheduledFloat((0, 0.3), (20000, 0.1))`` is 0.3 at batch 0, 0.1 from batch
+    20000 on, linear in between; ``scale`` stretches every batch count (0.1 makes
+    the same schedule happen ten times sooner).
+    """
+
+    def __init__(self, *points: Tuple[float, float], scale: float = 1.0):
+        if not points:
+            raise ValueError("ScheduledFloat needs at least one (batch, value) point")
+        xs = [float(p[0]) * scale for p in points]
+        if any(b <= a for a, b in zip(xs, xs[1:])):
+            raise ValueError(f"ScheduledFloat batch counts must increase: {points}")
+        self.points = [(x, float(p[1])) for x, p in zip(xs, points)]
+
+    def __call__(self, batch_count: float) -> float:
+        pts = self.points
+        if batch_count <= pts[0][0]:
+            return pts[0][1]
+        for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+            if batch_count <= x1:
+                return y0 + (y1 - y0) * (batch_count - x0) / (x1 - x0)
+        return pts[-1][1]
+
+    def __repr__(self) -> str:
+        return f"ScheduledFloat({self.points})"
+
+
+def scheduled(module: torch.nn.Module, name: str, schedule: ScheduledFloat) -> None:
+    """Give ``module`` a float attribute ``name`` that follows ``schedule``: it starts at
+    the batch-0 value and ``apply_schedules`` updates it. The forward passes read the
+    plain float (TorchScript sees an ordinary attribute)."""
+    table: Dict[str, ScheduledFloat] = module.__dict__.setdefault("_float_schedules", {})
+    table[name] = schedule
+    setattr(module, name, schedule(0.0))
+
+
+def apply_schedules(model: torch.nn.Module, batch_count: float) -> None:
+    """Set every scheduled float of ``model``'s modules to its value at ``batch_count``."""
+    for module in model.modules():
+        for name, schedule in module.__dict__.get("_float_schedules", {}).items():
+            setattr(module, name, schedule(batch_count))
+
+
+class _LimitParamValue(torch.autograd.Function):
+    """Identity; in backward, a gradient that would move a value further outside
+    [low, high] is reversed, so the optimiser brings it back."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, low: float, high: float) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        ctx.low, ctx.high = low, high
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (x,) = ctx.saved_tensors
+        wrong = ((x < ctx.low) & (grad > 0)) | ((x > ctx.high) & (grad < 0))
+        return torch.where(wrong, -grad, grad), None, None
+
+
+@torch.jit.unused
+def limit_param_value(x: torch.Tensor, low: float, high: float) -> torch.Tensor:
+    """``x`` unchanged, with the gradient reversal of ``_LimitParamValue``."""
+    return _LimitParamValue.apply(x, low, high)
+
+
+class _BalanceGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, limits: Tuple[float, float, float, float],
+                grad_scale: float) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        ctx.limits, ctx.grad_scale = limits, grad_scale
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (x,) = ctx.saved_tensors
+        min_pos, max_pos, min_abs, max_abs = ctx.limits
+        xf = x.detach().float()
+        dims = tuple(range(xf.dim() - 1))
+        positive = (xf > 0).float().mean(dims)
+        rms = xf.pow(2).mean(dims).sqrt()
+        # the change of x each channel wants: +1 up, -1 down
+        shift = (positive < min_pos).float() - (positive > max_pos).float()
+        grow = (rms < min_abs).float() - (rms > max_abs).float()
+        want = shift + grow * xf.sign()
+        step = ctx.grad_scale * grad.detach().float().abs().mean()
+        return (grad.float() - step * want).to(grad.dtype), None, None
+
+
+class Balancer(torch.nn.Module):
+    """Identity forward; in training (when enabled) the gradient is nudged so that
+    each channel (last dim) keeps a share of positive values in
+    [min_positive, max_positive] and an RMS in [min_abs, max_abs]."""
+
+    def __init__(self, enabled: bool, min_positive: float = 0.05, max_positive: float = 0.95,
+                 min_abs: float = 0.2, max_abs: float = 100.0, grad_scale: float = 0.04):
+        super().__init__()
+        self.enabled = enabled
+        self.limits = (min_positive, max_positive, min_abs, max_abs)
+        self.grad_scale = grad_scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.jit.is_scripting() or torch.jit.is_tracing():
+            return x
+        if not (self.enabled and self.training and x.requires_grad):
+            return x
+        return self._balance(x)
+
+    @torch.jit.unused
+    def _balance(self, x: torch.Tensor) -> torch.Tensor:
+        return _BalanceGrad.apply(x, self.limits, self.grad_scale)
+
+
+def whitening_metric(x: torch.Tensor) -> torch.Tensor:
+    """dim * sum(C^2) / trace(C)^2 for the covariance C of x's rows (N, dim): 1 when
+    C is a multiple of the identity, up to dim when C has rank one."""
+    x = x - x.mean(dim=0, keepdim=True)
+    covar = x.t() @ x / x.size(0)
+    return covar.pow(2).sum() * x.size(1) / (covar.diagonal().sum() ** 2 + 1e-20)
+
+
+class _WhitenGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, limit: float, grad_scale: float) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        ctx.limit, ctx.grad_scale = limit, grad_scale
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (x,) = ctx.saved_tensors
+        with torch.enable_grad():
+            xd = x.detach().float().requires_grad_(True)
+            metric = whitening_metric(xd.reshape(-1, xd.size(-1)))
+            if float(metric) <= ctx.limit:
+                return grad, None, None
+            (metric_grad,) = torch.autograd.grad(metric, xd)
+        scale = ctx.grad_scale * grad.float().norm() / (metric_grad.norm() + 1e-20)
+        return (grad.float() + scale * metric_grad).to(grad.dtype), None, None
+
+
+class Whiten(torch.nn.Module):
+    """Identity forward; in training (when enabled), if ``whitening_metric`` of the
+    features (last dim) exceeds ``limit``, the gradient gets a term (of norm
+    ``grad_scale`` times its own) that lowers the metric."""
+
+    def __init__(self, enabled: bool, limit: float = 10.0, grad_scale: float = 0.01):
+        super().__init__()
+        self.enabled = enabled
+        self.limit = limit
+        self.grad_scale = grad_scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.jit.is_scripting() or torch.jit.is_tracing():
+            return x
+        if not (self.enabled and self.training and x.requires_grad):
+            return x
+        return self._whiten(x)
+
+    @torch.jit.unused
+    def _whiten(self, x: torch.Tensor) -> torch.Tensor:
+        return _WhitenGrad.apply(x, self.limit, self.grad_scale)
+
+
+def sequence_keep_mask(x: torch.Tensor, drop_rate: float, training: bool
+                       ) -> Optional[torch.Tensor]:
+    """(B, 1, 1) of 0/1 that drops a module's output for a random share ``drop_rate`` of
+    the utterances (stochastic depth); None when nothing is dropped."""
+    if not training or drop_rate <= 0.0:
+        return None
+    return (torch.rand(x.size(0), 1, 1, device=x.device) >= drop_rate).to(x.dtype)

@@ -175,3 +175,30 @@ def test_textgrids(setup, tmp_path):
             assert [r[0] for r in rows] == [lab[0] for lab in labelled]
             assert [lab[1:] for lab in labelled] == [pytest.approx(r[1:], abs=5e-4) for r in rows]
     assert not (out / "textgrid" / "oov.TextGrid").exists()
+
+
+def test_shards_align_like_the_raw_list(setup, tmp_path):
+    """The same utterances from a tar shard (``<key>.txt`` then ``<key>.wav``) give the
+    same times; a shard utterance with an unknown unit is reported by key."""
+    import io
+    import tarfile
+    d = setup
+    shard = tmp_path / "shard.tar"
+    with tarfile.open(shard, "w") as tar:
+        for key in ("u0", "oov", "u3"):
+            txt = GOOD.get(key) or FAILING[key][0]
+            for name, data in ((f"{key}.txt", txt.encode()), (f"{key}.wav",
+                                                              (d / f"{key}.wav").read_bytes())):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    (tmp_path / "shards.list").write_text(f"{shard}\n")
+    raw = _run(d, tmp_path / "raw", 2)
+    out = tmp_path / "sh"
+    out.mkdir()
+    assert alignment_main(["--config", str(d / "train.yaml"), "--checkpoint", str(d / "model.pt"),
+                           "--input_file", str(tmp_path / "shards.list"), "--data_type", "shard",
+                           "--dict", str(d / "units.txt"), "--result_file", str(out / "words"),
+                           "--batch_size", "2"]) == 0
+    assert _lines(out / "words") == [row for row in _lines(raw / "words") if row[0] in ("u0", "u3")]
+    assert [row[:2] for row in _lines(out / "words.failed")] == [["oov", "unit"]]

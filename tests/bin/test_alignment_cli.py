@@ -202,3 +202,15 @@ def test_shards_align_like_the_raw_list(setup, tmp_path):
                            "--batch_size", "2"]) == 0
     assert _lines(out / "words") == [row for row in _lines(raw / "words") if row[0] in ("u0", "u3")]
     assert [row[:2] for row in _lines(out / "words.failed")] == [["oov", "unit"]]
+
+
+def test_a_bad_list_line_is_reported_by_its_place(setup, tmp_path):
+    from wenet.decode.align_batch import Failure, read_data_list
+    d = setup
+    lines = (d / "data.list").read_text().splitlines()
+    bad = tmp_path / "data.list"
+    bad.write_text("\n".join(lines[:1] + ["{not json"] + lines[1:2]) + "\n")
+    items = list(read_data_list(str(bad)))
+    assert [i["key"] if isinstance(i, dict) else i.key for i in items] == \
+        ["u0", f"{bad}:2", "short"]
+    assert isinstance(items[1], Failure) and items[1].reason == "bad list line"

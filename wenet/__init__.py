@@ -1,0 +1,25 @@
+"""WeNet-style end-to-end speech recognition.
+
+``wenet.load_model(model_dir)`` gives a :class:`wenet.decode.recognizer.Recognizer`::
+
+    import wenet
+    asr = wenet.load_model("exp/synth_train_conformer")
+    for r in asr.transcribe(["a.wav", "b.flac"], nbest=3, timestamps=True):
+        print(r.key, r.text, r.words)
+
+It is imported on first use, so ``import wenet`` stays light (no torch).
+"""
+from typing import Any, Optional
+
+__all__ = ["load_model"]
+
+
+def load_model(model_dir: str, device: str = "cpu", checkpoint: Optional[str] = None,
+               **recognizer_options: Any) -> Any:
+    """A ``Recognizer`` for ``model_dir`` (an exported dir with ``final.zip``, or an
+    experiment dir with ``train.yaml`` + a checkpoint; see ``wenet.decode.model_dir``).
+    ``recognizer_options``: ``options`` (``DecodeOptions``), ``batch_size``,
+    ``decoding_chunk_size``, ``num_decoding_left_chunks``, ``context_score``."""
+    from wenet.decode.model_dir import load_model_dir
+    from wenet.decode.recognizer import Recognizer
+    return Recognizer(load_model_dir(model_dir, device, checkpoint), **recognizer_options)

@@ -40,6 +40,7 @@ from wenet.dataset.dataset import Dataset
 from wenet.dataset.fbank import FeatureConf
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.decode import MODES, DecodeOptions, check_modes, decode
+from wenet.decode.context_graph import ContextGraph
 from wenet.models import load_model
 from wenet.transformer.encoder import check_decoding_chunk_size
 from wenet.utils.file_utils import atomic_open, atomic_write_text, load_yaml, read_symbol_table
@@ -56,6 +57,33 @@ def _decoding_chunk_size(value: str) -> int:
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
     return size
+
+
+def add_search_options(p: argparse.ArgumentParser) -> None:
+    """The search and encoder options recognize.py and transcribe.py share
+    (``decode_options`` turns them into ``DecodeOptions``)."""
+    p.add_argument("--beam_size", type=int, default=10)
+    p.add_argument("--penalty", type=float, default=0.0,
+                   help="attention beam search length normalisation exponent")
+    p.add_argument("--ctc_weight", type=float, default=0.0,
+                   help="attention_rescoring: weight of the CTC prefix score")
+    p.add_argument("--reverse_weight", type=float, default=0.0,
+                   help="right-to-left decoder weight in rescoring")
+    p.add_argument("--decoding_chunk_size", type=_decoding_chunk_size, default=-1,
+                   help="-1 full context; >0 chunk size (output frames) of a streaming model")
+    p.add_argument("--num_decoding_left_chunks", type=int, default=-1)
+    p.add_argument("--blank_skip_threshold", type=float, default=0.999,
+                   help="CTC prefix search treats frames with p(blank) above this as blank; "
+                        "<= 0 disables")
+    p.add_argument("--max_sym_per_frame", type=int, default=1,
+                   help="rnnt_greedy_search: most labels emitted on one frame")
+    p.add_argument("--transducer_weight", type=float, default=0.0,
+                   help="rnnt_beam_attn_rescoring: weight of the transducer beam score")
+    p.add_argument("--context_list_path", default=None,
+                   help="hotwords: one phrase per line, biased in CTC prefix beam search, "
+                        "attention rescoring and transducer beam search")
+    p.add_argument("--context_score", type=float, default=3.0,
+                   help="hotwords: bonus per matched unit")
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -75,28 +103,12 @@ def get_parser() -> argparse.ArgumentParser:
                    help="several modes, space-separated (needs --result_dir)")
     p.add_argument("--result_file", default=None, help="output of --mode")
     p.add_argument("--result_dir", default=None, help="RESULT_DIR/<mode>/text per mode")
-    p.add_argument("--beam_size", type=int, default=10)
     p.add_argument("--batch_size", type=int, default=16)
-    p.add_argument("--penalty", type=float, default=0.0,
-                   help="attention beam search length normalisation exponent")
-    p.add_argument("--ctc_weight", type=float, default=0.0,
-                   help="attention_rescoring: weight of the CTC prefix score")
-    p.add_argument("--reverse_weight", type=float, default=0.0,
-                   help="right-to-left decoder weight in rescoring")
-    p.add_argument("--decoding_chunk_size", type=_decoding_chunk_size, default=-1,
-                   help="-1 full context; >0 chunk size (output frames) of a streaming model")
-    p.add_argument("--num_decoding_left_chunks", type=int, default=-1)
-    p.add_argument("--simulate_streaming", action="store_true",
-                   help="encode chunk by chunk with caches (batch size 1)")
-    p.add_argument("--blank_skip_threshold", type=float, default=0.999,
-                   help="CTC prefix search treats frames with p(blank) above this as blank; "
-                        "<= 0 disables")
-    p.add_argument("--max_sym_per_frame", type=int, default=1,
-                   help="rnnt_greedy_search: most labels emitted on one frame")
-    p.add_argument("--transducer_weight", type=float, default=0.0,
-                   help="rnnt_beam_attn_rescoring: weight of the transducer beam score")
+    add_search_options(p)
     p.add_argument("--raw_output", action="store_true",
                    help="WeNet 2.x raw output: pieces concatenated, no word splitting")
+    p.add_argument("--simulate_streaming", action="store_true",
+                   help="encode chunk by chunk with caches (batch size 1)")
     p.add_argument("--num_workers", type=int, default=0)
     return p
 
@@ -115,9 +127,14 @@ def decoding_dataset_conf(dataset_conf: dict, batch_size: int) -> dict:
     return conf
 
 
-def decode_options(args: argparse.Namespace) -> DecodeOptions:
-    """The search settings of the command line (``--blank_skip_threshold`` <= 0: off)."""
-    return DecodeOptions(
+def decode_options(args: argparse.Namespace, tokenizer: Optional[Tokenizer] = None
+                   ) -> DecodeOptions:
+    """The search settings of the command line (``--blank_skip_threshold`` <= 0: off;
+    ``--context_list_path`` compiled with ``tokenizer``)."""
+    graph = None
+    if args.context_list_path:
+        graph = ContextGraph.from_file(args.context_list_path, tokenizer, args.context_score)
+    return DecodeOptions(context_graph=graph,
         beam_size=args.beam_size, ctc_weight=args.ctc_weight,
         transducer_weight=args.transducer_weight, reverse_weight=args.reverse_weight,
         length_penalty=args.penalty, max_sym_per_frame=args.max_sym_per_frame,
@@ -158,7 +175,7 @@ def _decode_all(args: argparse.Namespace, model: torch.nn.Module, loader: DataLo
                 tokenizer: Tokenizer, outs: Dict[str, Any], frame_shift_ms: float,
                 device: torch.device) -> _Totals:
     """Encode each batch once, decode it in every mode, write its lines; sum the times."""
-    modes, options = list(outs), decode_options(args)
+    modes, options = list(outs), decode_options(args, tokenizer)
     totals = _Totals(modes)
     with tqdm(desc="recognize", unit="utt") as bar:
         for batch in loader:

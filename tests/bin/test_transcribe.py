@@ -1,0 +1,182 @@
+"""transcribe.py and the Python API on a tiny model dir: the same text as recognize.py for
+final.zip and for the checkpoint, n-best sorted with the mode's output first, any rate and
+channel count, timestamps equal to torchaudio's forced alignment of the chosen hypothesis."""
+import io
+import json
+import logging
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+import torchaudio
+import yaml
+
+import wenet
+from wenet.bin.recognize import main as recognize_main
+from wenet.bin.transcribe import audio_inputs, main as transcribe_main
+from wenet.export.jit import export_jit
+from wenet.models import init_model
+
+UNITS = ["<blank>", "<unk>", "\u2581", "a", "b", "c", "\u2581d", "<sos/eos>"]
+CONFIG = {
+    "encoder": "conformer",
+    "encoder_conf": {"output_size": 32, "attention_heads": 2, "linear_units": 64,
+                     "num_blocks": 2, "cnn_module_kernel": 3, "dropout_rate": 0.0},
+    "decoder": "bitransformer",
+    "decoder_conf": {"attention_heads": 2, "linear_units": 64, "num_blocks": 1,
+                     "r_num_blocks": 1, "dropout_rate": 0.0},
+    "model_conf": {"ctc_weight": 0.3, "reverse_weight": 0.3},
+    "dataset_conf": {"fbank_conf": {"num_mel_bins": 20, "frame_shift": 10,
+                                    "frame_length": 25, "dither": 1.0},
+                     "resample_conf": {"resample_rate": 16000},
+                     "batch_conf": {"batch_size": 3}},
+    "input_dim": 20, "output_dim": len(UNITS), "cmvn_file": None,
+}
+KEYS = [f"u{i}" for i in range(5)]
+MODES = ["ctc_prefix_beam_search", "attention_rescoring"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("model")
+    rng = np.random.default_rng(0)
+    for i, secs in enumerate([0.6, 0.3, 0.45, 0.7, 0.35]):
+        n = int(16000 * secs)
+        t = np.arange(n) / 16000
+        wav = 0.3 * np.sin(2 * np.pi * (200 + 150 * i) * t) + 0.05 * rng.standard_normal(n)
+        sf.write(d / f"{KEYS[i]}.wav", wav.astype(np.float32), 16000)
+    (d / "units.txt").write_text("".join(f"{u} {i}\n" for i, u in enumerate(UNITS)))
+    (d / "train.yaml").write_text(yaml.safe_dump(CONFIG))
+    torch.manual_seed(0)
+    model = init_model(CONFIG)
+    with torch.no_grad():  # sharpen the random CTC head so hypotheses are not empty
+        model.ctc.ctc_lo.weight.mul_(8.0)
+        model.decoder.left_decoder.output_layer.bias[-1] -= 1.0
+    torch.save(model.state_dict(), d / "avg_2.pt")
+    export_jit(model.eval(), str(d / "final.zip"))
+    (d / "wav.scp").write_text("".join(f"{k} {d / (k + '.wav')}\n" for k in KEYS))
+    return d
+
+
+def _text(path):
+    return dict(line.split(" ", 1) if " " in line else (line, "")
+                for line in path.read_text().splitlines())
+
+
+def _recognize(d, out, mode):
+    recognize_main(["--config", str(d / "train.yaml"), "--test_data", str(d / "wav.scp"),
+                    "--data_type", "scp", "--checkpoint", str(d / "avg_2.pt"),
+                    "--dict", str(d / "units.txt"), "--beam_size", "4", "--batch_size", "3",
+                    "--ctc_weight", "0.5", "--reverse_weight", "0.3", "--mode", mode,
+                    "--result_file", str(out)])
+    return _text(out)
+
+
+def _transcribe(d, out, *extra):
+    rc = transcribe_main(["--model_dir", str(d), "--beam_size", "4", "--batch_size", "2",
+                          "--ctc_weight", "0.5", "--reverse_weight", "0.3",
+                          "--output", str(out), *extra])
+    assert rc == 0
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_same_text_as_recognize_for_final_zip_and_checkpoint(model_dir, tmp_path, mode):
+    expected = _recognize(model_dir, tmp_path / "rec", mode)
+    assert sum(bool(t) for t in expected.values()) > 0
+    scripted = _text(_transcribe(model_dir, tmp_path / "zip", "--mode", mode,
+                                 str(model_dir / "wav.scp")))
+    eager = _text(_transcribe(model_dir, tmp_path / "ckpt", "--mode", mode, "--checkpoint",
+                              str(model_dir / "avg_2.pt"), str(model_dir / "wav.scp")))
+    assert scripted == expected
+    assert eager == expected
+
+
+@pytest.mark.parametrize("mode", MODES + ["ctc_greedy_search", "attention"])
+def test_nbest_sorted_and_first_is_the_mode_output(model_dir, tmp_path, mode):
+    ckpt = ["--checkpoint", str(model_dir / "avg_2.pt")]  # attention needs the eager model
+    best = _text(_transcribe(model_dir, tmp_path / "t", "--mode", mode, *ckpt,
+                             str(model_dir / "wav.scp")))
+    out = _transcribe(model_dir, tmp_path / "j", "--mode", mode, "--format", "json",
+                      "--nbest", "3", *ckpt, str(model_dir / "wav.scp"))
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["key"] for r in rows] == KEYS
+    lengths = set()
+    for r in rows:
+        scores = [h["score"] for h in r["nbest"]]
+        assert scores == sorted(scores, reverse=True)
+        assert r["nbest"][0]["text"] == r["text"] == best[r["key"]]
+        assert len({tuple(h["token_ids"]) for h in r["nbest"]}) == len(r["nbest"])
+        lengths.add(len(r["nbest"]))
+    if mode in MODES:
+        assert max(lengths) == 3  # the lists are real n-bests, not the 1-best alone
+
+
+def test_any_rate_and_channels_api_and_inputs(model_dir, tmp_path, caplog):
+    d = model_dir
+    wav, rate = sf.read(d / "u0.wav", dtype="float32")
+    # 22.05 kHz stereo: recognize.py (through the data pipeline) and the API agree
+    stereo = np.stack([wav, 0.5 * wav], axis=1)
+    other = torchaudio.functional.resample(torch.from_numpy(stereo.T.copy()), 16000, 22050)
+    sf.write(tmp_path / "odd.flac", other.numpy().T, 22050)
+    (tmp_path / "odd.scp").write_text(f"odd {tmp_path / 'odd.flac'}\n")
+    recognize_main(["--config", str(d / "train.yaml"), "--test_data", str(tmp_path / "odd.scp"),
+                    "--data_type", "scp", "--checkpoint", str(d / "avg_2.pt"),
+                    "--dict", str(d / "units.txt"), "--mode", "ctc_prefix_beam_search",
+                    "--beam_size", "4", "--result_file", str(tmp_path / "rec")])
+    asr = wenet.load_model(str(d), beam_size=None) if False else wenet.load_model(str(d))
+    with caplog.at_level(logging.WARNING):
+        [res] = asr.transcribe(str(tmp_path / "odd.flac"), mode="ctc_prefix_beam_search")
+    assert res.key == "odd" and res.text == _text(tmp_path / "rec")["odd"]
+    assert any("22050 Hz resampled" in r.getMessage() for r in caplog.records)
+    assert any("channels averaged" in r.getMessage() for r in caplog.records)
+    # an array with its rate gives what its file gives; int16 arrays are scaled
+    [from_file] = asr.transcribe(str(d / "u3.wav"), mode="attention_rescoring")
+    data, _ = sf.read(d / "u3.wav", dtype="int16")
+    [from_array] = asr.transcribe(data, sample_rate=16000, mode="attention_rescoring")
+    assert from_array.text == from_file.text and from_array.nbest[0].score == pytest.approx(
+        from_file.nbest[0].score, abs=1e-4)
+    # inputs: a directory, a list on stdin and the files themselves name the same audio
+    listed = audio_inputs(["-"], io.StringIO("".join(f"{d / k}.wav\n" for k in KEYS)))
+    assert listed == [(k, f"{d / k}.wav") for k in KEYS]
+    assert audio_inputs([str(d)]) == listed
+    assert audio_inputs([str(d / "wav.scp")]) == listed
+
+
+def test_timestamps_are_torchaudio_forced_alignment(model_dir, tmp_path):
+    d = model_dir
+    asr = wenet.load_model(str(d), checkpoint=str(d / "avg_2.pt"), batch_size=2)
+    results = asr.transcribe([str(d / f"{k}.wav") for k in KEYS],
+                             mode="ctc_prefix_beam_search", timestamps=True)
+    model, shift = asr.loaded.model, asr.loaded.frame_shift_s
+    assert shift == pytest.approx(4 * 0.010)  # conv2d: 4x subsampling of 10 ms frames
+    checked = 0
+    for r in results:
+        wav, rate = sf.read(d / f"{r.key}.wav", dtype="float32")
+        feats = torchaudio.compliance.kaldi.fbank(torch.from_numpy(wav)[None] * 32768,
+                                                  num_mel_bins=20, sample_frequency=rate)
+        with torch.no_grad():
+            enc, _ = model.encode(feats[None], torch.tensor([feats.size(0)]))
+            logp = model.ctc_logprobs(enc)[0]
+        ids = r.nbest[0].token_ids
+        assert len(r.tokens) == len(ids)
+        if not ids:
+            continue
+        path, _ = torchaudio.functional.forced_align(logp[None], torch.tensor([ids]), blank=0)
+        spans = torchaudio.functional.merge_tokens(path[0], logp[torch.arange(len(path[0])),
+                                                                 path[0]].exp())
+        assert [x * shift for s in spans for x in (s.start, s.end)] == pytest.approx(
+            [x for t in r.tokens for x in (t.start, t.end)])
+        assert all(0.0 <= t.confidence <= 1.0 for t in r.tokens)
+        assert [w.word for w in r.words] == r.text.split()
+        checked += 1
+    assert checked > 0
+    # CTM and SRT files of the same words
+    _transcribe(d, tmp_path / "t", "--checkpoint", str(d / "avg_2.pt"), "--mode",
+                "ctc_prefix_beam_search", "--ctm", str(tmp_path / "w.ctm"), "--srt",
+                str(tmp_path / "srt"), str(d / "wav.scp"))
+    ctm = (tmp_path / "w.ctm").read_text().split("\n")
+    words = [(r.key, w.word) for r in results for w in r.words]
+    assert [tuple(line.split()[i] for i in (0, 4)) for line in ctm if line] == words
+    assert sorted(p.name for p in (tmp_path / "srt").iterdir()) == [f"{k}.srt" for k in KEYS]

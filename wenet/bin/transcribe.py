@@ -1,0 +1,163 @@
+"""Transcribe audio with a trained model directory: no transcript needed.
+
+    python wenet/bin/transcribe.py --model_dir exp/synth_train_conformer a.wav b.flac
+    python wenet/bin/transcribe.py --model_dir DIR --format json --nbest 3 --timestamps wav.scp
+    find audio/ -name '*.wav' | python wenet/bin/transcribe.py --model_dir DIR -
+
+The model dir is an exported one (``final.zip`` with ``train.yaml``, ``units.txt`` and
+the BPE model beside it, as run.sh stage 6 leaves it) or an experiment dir
+(``train.yaml`` + a checkpoint, ``--checkpoint`` or the newest ``avg_*.pt``); see
+``wenet/decode/model_dir.py``. Inputs: audio files, directories (searched for audio
+files), ``wav.scp`` or plain lists of files, and ``-`` for such a list on stdin. Any
+sample rate and channel count libsndfile reads is resampled and mixed down (logged).
+
+Output (``--output``, default stdout): ``key text`` lines, or with ``--format json`` one
+JSON object per utterance: ``key``, ``text``, ``duration``, ``nbest`` (text, tokens,
+token_ids, score; best first, the first is the mode's output) and with
+``--timestamps`` ``tokens`` and ``words`` (start/end in seconds, confidence). ``--ctm
+FILE`` and ``--srt DIR`` (``DIR/<key>.srt``) write the word times. Unreadable audio is
+logged by key, counted and skipped.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import Any, Iterator, List, Optional, Tuple
+
+import torch
+from tqdm import tqdm
+
+from wenet.bin.recognize import add_search_options, decode_options
+from wenet.dataset.audio import AUDIO_FORMATS
+from wenet.dataset.sources import scp_line
+from wenet.decode import MODES
+from wenet.decode.model_dir import load_model_dir
+from wenet.decode.recognizer import Recognizer, Result
+from wenet.eval.timing_formats import ctm_lines, srt_text
+from wenet.utils.file_utils import atomic_open, atomic_write_text
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("audio", nargs="+",
+                   help="audio files, directories, wav.scp / file lists, or - (list on stdin)")
+    p.add_argument("--model_dir", required=True, help="exported or experiment directory")
+    p.add_argument("--checkpoint", default=None,
+                   help="weights to use instead of final.zip / the newest average")
+    p.add_argument("--dict", default=None, help="units.txt when the dir has none")
+    p.add_argument("--bpe_model", default=None, help="BPE model when the dir has none")
+    p.add_argument("--mode", default="attention_rescoring", choices=list(MODES))
+    p.add_argument("--nbest", type=int, default=1, help="hypotheses per utterance (json)")
+    p.add_argument("--timestamps", action="store_true",
+                   help="per-token and per-word times and confidences")
+    p.add_argument("--format", default="text", choices=["text", "json"])
+    p.add_argument("--output", default="-", help="output file; - for stdout")
+    p.add_argument("--ctm", default=None, help="write word times as CTM here")
+    p.add_argument("--srt", default=None, help="write DIR/<key>.srt subtitles")
+    p.add_argument("--batch_size", type=int, default=16)
+    p.add_argument("--gpu", type=int, default=-1, help="GPU index, -1 for CPU")
+    add_search_options(p)
+    return p
+
+
+def _is_audio(path: str) -> bool:
+    return os.path.splitext(path)[1].lower().lstrip(".") in AUDIO_FORMATS
+
+
+def audio_inputs(args: List[str], stdin: Any = None) -> List[Tuple[str, str]]:
+    """(key, wav.scp value) of every input: audio files (key: the name without extension),
+    directories (their audio files, sorted), list files and ``-`` (wav.scp lines or
+    paths, see ``sources.scp_line``). A duplicate key is an error naming it."""
+    items: List[Tuple[str, str]] = []
+    for arg in args:
+        if arg == "-":
+            lines = (stdin or sys.stdin).read().splitlines()
+        elif os.path.isdir(arg):
+            found = sorted(os.path.join(root, f) for root, _, files in os.walk(arg)
+                           for f in files if _is_audio(f))
+            lines = found
+        elif _is_audio(arg):
+            lines = [arg]
+        elif os.path.isfile(arg):
+            with open(arg, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        else:
+            raise FileNotFoundError(f"no such file or directory: {arg}")
+        items.extend(scp_line(line) for line in lines if line.strip())
+    seen = set()
+    for key, _ in items:
+        if key in seen:
+            raise ValueError(f"two inputs have the key '{key}' (use a wav.scp with unique keys)")
+        seen.add(key)
+    return items
+
+
+def _write_result(out: Any, result: Result, fmt: str) -> None:
+    if fmt == "json":
+        out.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
+    else:
+        out.write(f"{result.key} {result.text}".rstrip() + "\n")
+
+
+def _results(args: argparse.Namespace, items: List[Tuple[str, str]]) -> Iterator[Result]:
+    device = f"cuda:{args.gpu}" if args.gpu >= 0 else "cpu"
+    loaded = load_model_dir(args.model_dir, device, args.checkpoint, units=args.dict,
+                            bpe_model=args.bpe_model)
+    recognizer = Recognizer(loaded, decode_options(args, loaded.tokenizer), args.batch_size,
+                            args.decoding_chunk_size, args.num_decoding_left_chunks)
+    with torch.no_grad():
+        yield from recognizer.iter_results(items, args.mode, args.nbest,
+                                           args.timestamps or bool(args.ctm or args.srt))
+
+
+def _emit(args: argparse.Namespace, items: List[Tuple[str, str]], out: Any) -> List[Result]:
+    """Write each result as its batch finishes, with a progress bar on long inputs."""
+    results: List[Result] = []
+    with tqdm(total=len(items), desc="transcribe", unit="utt", disable=len(items) < 20) as bar:
+        for result in _results(args, items):
+            _write_result(out, result, args.format)
+            out.flush()
+            results.append(result)
+            bar.update(1)
+    return results
+
+
+def transcribe(args: argparse.Namespace) -> List[Result]:
+    """Transcribe the inputs of ``args`` and write the outputs; the results in input order."""
+    items = audio_inputs(args.audio)
+    if args.output == "-":
+        results = _emit(args, items, sys.stdout)
+    else:
+        with atomic_open(args.output) as f:
+            results = _emit(args, items, f)
+    if args.ctm:
+        atomic_write_text(args.ctm, "".join(line + "\n" for r in results
+                                            for line in ctm_lines(r.key, r.words or [])))
+    if args.srt:
+        os.makedirs(args.srt, exist_ok=True)
+        for r in results:
+            atomic_write_text(os.path.join(args.srt, f"{r.key}.srt"), srt_text(r.words or []))
+    skipped = len(items) - len(results)
+    if skipped:
+        logging.warning("%d of %d inputs were skipped (see the warnings above)", skipped,
+                        len(items))
+    return results
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = get_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        transcribe(args)
+    except (FileNotFoundError, ValueError) as e:
+        logging.error("%s", e)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""A trained model's directory → a model ready to decode, with its tokenizer and features.
+
+Two layouts are accepted:
+
+- an exported dir: ``final.zip`` (TorchScript, stage 6) with ``train.yaml`` (the
+  features and the model's configuration), ``units.txt`` and, for BPE units, the
+  sentencepiece model beside it (stage 6 copies them there; the CMVN is inside the
+  TorchScript model);
+- an experiment dir: ``train.yaml`` + a checkpoint: the one named, else the newest
+  ``avg_*.pt``, else ``final.pt``, else the newest epoch ``{N}.pt``. ``units.txt`` (or
+  ``*_units.txt``) and the BPE model are looked for beside ``train.yaml``;
+  ``global_cmvn`` beside it too, else at the ``cmvn_file`` path of ``train.yaml``
+  (relative to the working directory or the dir's ancestors, as run.sh writes it).
+
+Files that are not in the dir can be named (``units``, ``bpe_model``): the experiment
+dirs of runs older than this layout keep them in ``data/lang_char``.
+
+A scripted model is wrapped in :class:`ScriptedModel`, which offers what the decoding
+modes call on an eager model (``encode``, ``ctc_logprobs``, ``decoder``, ``sos``...),
+so ``wenet.decode.decode`` treats both alike.
+"""
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Tuple
+
+import torch
+
+from wenet.dataset.fbank import FeatureConf
+from wenet.dataset.tokenizer import Tokenizer
+from wenet.decode.align import frame_shift_seconds
+from wenet.models import load_model
+from wenet.train.checkpoint import epoch_checkpoints
+from wenet.transformer.encoder import check_decoding_chunk_size
+from wenet.utils.file_utils import load_yaml
+
+SCRIPT_NAME = "final.zip"
+CONFIG_NAME = "train.yaml"
+UNITS_NAME = "units.txt"
+BPE_NAME = "bpe.model"
+CMVN_NAME = "global_cmvn"
+
+
+class ScriptedModel:
+    """A TorchScript ASR model (``final.zip``) with the eager model's decoding interface.
+
+    The attention decoder's incremental step (``forward_one_step``) is not part of the
+    exported methods, so the ``attention`` mode needs the checkpoint; every other mode
+    (CTC, rescoring, transducer) works. ``simulate_streaming`` is not offered here.
+    """
+
+    def __init__(self, script: torch.jit.ScriptModule) -> None:
+        self.script = script
+
+    def __getattr__(self, name: str) -> Any:  # sos, eos, decoder, transducer methods...
+        if name == "script":
+            raise AttributeError(name)
+        return getattr(self.script, name)
+
+    def encode(self, speech: torch.Tensor, speech_lengths: torch.Tensor,
+               decoding_chunk_size: int = -1, num_decoding_left_chunks: int = -1,
+               simulate_streaming: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+        """Encoder output and mask, as ``ASRModel.encode`` (no simulated streaming)."""
+        check_decoding_chunk_size(decoding_chunk_size)
+        if simulate_streaming:
+            raise ValueError("simulate_streaming needs the eager model (a checkpoint), "
+                             "not final.zip")
+        return self.script.encoder(speech, speech_lengths, decoding_chunk_size,
+                                   num_decoding_left_chunks)
+
+    def ctc_logprobs(self, encoder_out: torch.Tensor) -> torch.Tensor:
+        """CTC log-probabilities (B, T', V), the exported ``ctc_activation``."""
+        return self.script.ctc_activation(encoder_out)
+
+
+@dataclass
+class LoadedModel:
+    """What decoding needs from a model directory.
+
+    ``model``: the eager model, or the TorchScript one wrapped in :class:`ScriptedModel`
+    (``scripted`` True; the raw module is ``model.script``), in eval mode;
+    ``frame_shift_s``: seconds per encoder output frame (fbank shift x subsampling).
+    """
+
+    model: Any
+    tokenizer: Tokenizer
+    feature_conf: FeatureConf
+    configs: Dict[str, Any]
+    scripted: bool
+    frame_shift_s: float
+    path: str
+    checkpoint: str  # the weights file: final.zip or the checkpoint
+    device: torch.device
+
+
+def find_checkpoint(path: str) -> str:
+    """The checkpoint an experiment dir decodes with: the newest ``avg_*.pt``, else
+    ``final.pt``, else the newest epoch ``{N}.pt``; FileNotFoundError naming the dir."""
+    averages = [p for p in glob.glob(os.path.join(path, "avg_*.pt"))
+                if os.path.basename(p)[4:-3].isdigit()]
+    if averages:
+        return max(averages, key=lambda p: (os.path.getmtime(p), p))
+    final = os.path.join(path, "final.pt")
+    if os.path.isfile(final):
+        return final
+    epochs = epoch_checkpoints(path)
+    if epochs:
+        return epochs[-1][1]
+    raise FileNotFoundError(f"{path}: no checkpoint (avg_*.pt, final.pt or {{N}}.pt) and no "
+                            f"{SCRIPT_NAME}")
+
+
+def _find_units(path: str) -> str:
+    """``units.txt`` of the dir, else its only ``*_units.txt``."""
+    exact = os.path.join(path, UNITS_NAME)
+    if os.path.isfile(exact):
+        return exact
+    found = sorted(glob.glob(os.path.join(path, "*_units.txt")))
+    if len(found) == 1:
+        return found[0]
+    raise FileNotFoundError(
+        f"{path}: no {UNITS_NAME} (run.sh stage 6 copies it there: ./run.sh --stage 6 "
+        f"--stop_stage 6 --dir {path}; or name it, e.g. --dict data/lang_char/..._units.txt)")
+
+
+def _find_bpe(path: str, units: str) -> Optional[str]:
+    """The sentencepiece model of the dir (``bpe.model``, else the only ``*.model``), or
+    None. Decoding needs none (ids become text through units.txt); hotword phrases are
+    cut into units with it, so its absence is logged when the units look like BPE."""
+    exact = os.path.join(path, BPE_NAME)
+    if os.path.isfile(exact):
+        return exact
+    found = sorted(glob.glob(os.path.join(path, "*.model")))
+    if len(found) == 1:
+        return found[0]
+    with open(units, encoding="utf-8") as f:
+        pieces = [line.split()[0] for line in f if line.strip()]
+    if any(p.startswith("\u2581") and len(p) > 1 for p in pieces):
+        logging.warning("%s: %s holds word pieces but there is no %s beside it: hotword "
+                        "phrases will be cut into characters (run.sh stage 6 copies it; or "
+                        "name it)", path, units, BPE_NAME)
+    return None
+
+
+def _resolve_cmvn(path: str, configs: Dict[str, Any]) -> None:
+    """Point ``configs['cmvn_file']`` at an existing file: the dir's ``global_cmvn``, else
+    the configured path as given or relative to the dir and its ancestors."""
+    beside = os.path.join(path, CMVN_NAME)
+    if os.path.isfile(beside):
+        configs["cmvn_file"] = beside
+        return
+    cmvn = configs.get("cmvn_file")
+    if not cmvn or os.path.isfile(cmvn):
+        return
+    base = os.path.abspath(path)
+    for _ in range(4):
+        candidate = os.path.join(base, cmvn)
+        if os.path.isfile(candidate):
+            configs["cmvn_file"] = candidate
+            return
+        base = os.path.dirname(base)
+    raise FileNotFoundError(f"{path}: train.yaml's cmvn_file {cmvn} not found and no "
+                            f"{CMVN_NAME} beside it (run.sh stage 6 copies it there)")
+
+
+def _load_script(path: str, device: str) -> ScriptedModel:
+    with warnings.catch_warnings():  # torch 2.14 deprecates jit.load; WeNet runtimes need it
+        warnings.filterwarnings("ignore", message=r"`torch\.jit\.load` is deprecated",
+                                category=FutureWarning)
+        script = torch.jit.load(path, map_location=device)
+    return ScriptedModel(script.eval())
+
+
+def load_model_dir(path: str, device: str = "cpu", checkpoint: Optional[str] = None, *,
+                   units: Optional[str] = None, bpe_model: Optional[str] = None
+                   ) -> LoadedModel:
+    """Load the model of ``path`` (module docstring): ``final.zip`` when there is one and
+    no ``checkpoint`` is named, else ``train.yaml`` + the checkpoint. ``checkpoint`` may
+    also name a ``.zip`` (TorchScript) file."""
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"model directory {path} does not exist")
+    config_path = os.path.join(path, CONFIG_NAME)
+    if not os.path.isfile(config_path):
+        raise FileNotFoundError(f"{path}: no {CONFIG_NAME} (the features and units of the "
+                                "model are read from it)")
+    configs = load_yaml(config_path)
+    units = units or _find_units(path)
+    bpe_model = bpe_model or _find_bpe(path, units)
+    tokenizer = Tokenizer(units, bpe_model)
+    feature_conf = FeatureConf.from_config(configs, config_path)
+    script = os.path.join(path, SCRIPT_NAME)
+    if checkpoint is None and os.path.isfile(script):
+        checkpoint = script
+    if checkpoint is not None and checkpoint.endswith(".zip"):
+        model: Any = _load_script(checkpoint, device)
+        scripted, rate = True, int(model.script.subsampling_rate())
+    else:
+        checkpoint = checkpoint or find_checkpoint(path)
+        _resolve_cmvn(path, configs)
+        model = load_model(configs, checkpoint, device)
+        scripted, rate = False, int(model.subsampling_rate())
+    logging.info("model %s (%s), units %s%s", checkpoint, "TorchScript" if scripted else
+                 "checkpoint", units, f", BPE {bpe_model}" if bpe_model else "")
+    return LoadedModel(model=model, tokenizer=tokenizer, feature_conf=feature_conf,
+                       configs=configs, scripted=scripted,
+                       frame_shift_s=frame_shift_seconds(rate, feature_conf.frame_shift),
+                       path=path, checkpoint=checkpoint, device=torch.device(device))
+

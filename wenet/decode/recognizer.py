@@ -1,0 +1,247 @@
+"""Transcribe audio with a loaded model directory: the Python API behind ``wenet.load_model``
+and ``wenet/bin/transcribe.py``.
+
+Audio goes through the recognition pipeline's own stages (``wenet.dataset.processor``:
+mono downmix, resampling to the model's rate, both logged; fbank without dither;
+batches padded longest first), so a file gives exactly the features, and the text,
+that ``recognize.py`` gives it. Each batch is encoded once and decoded by
+:func:`wenet.decode.nbest.decode_nbest` (the registered search of the mode, plus its
+n-best and scores). With ``timestamps`` each result also carries per-token and per-word
+times and confidences: the CTC forced alignment of the chosen hypothesis
+(``wenet.decode.align``); for a transducer without a CTC head, the frames on which the
+greedy search emitted each token (see :func:`transducer_spans`).
+
+Audio that cannot be read, or is shorter than one fbank window, is skipped, logged by
+key and counted (``Recognizer.last_stats``); its key has no result.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import random
+import tempfile
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from wenet.dataset import processor
+from wenet.dataset.audio import AudioError, load_audio
+from wenet.dataset.stats import PipelineStats
+from wenet.decode.align import (AlignmentError, TokenSpan, WordSpan, ctc_forced_align,
+                                token_spans, word_spans)
+from wenet.decode.context import DecodeOptions
+from wenet.decode.context_graph import ContextGraph
+from wenet.decode.model_dir import LoadedModel
+from wenet.decode.nbest import decode_nbest
+
+Audio = Union[str, Sequence[str], np.ndarray, torch.Tensor]
+
+
+@dataclass
+class Hypothesis:
+    """One entry of an n-best list: text, units (pieces and ids) and its log score
+    (what the mode ranks by; None where the mode has none, see ``decode/nbest.py``)."""
+
+    text: str
+    tokens: List[str]
+    token_ids: List[int]
+    score: Optional[float]
+
+
+@dataclass
+class TokenTime:
+    """An aligned unit: start/end in seconds and its mean posterior (confidence)."""
+
+    token: str
+    start: float
+    end: float
+    confidence: float
+
+
+@dataclass
+class Result:
+    """What transcribing one utterance gives: ``text`` is the 1-best (the mode's output),
+    ``nbest`` best first; ``tokens``/``words`` are set with ``timestamps``."""
+
+    key: str
+    text: str
+    nbest: List[Hypothesis]
+    duration: float
+    tokens: Optional[List[TokenTime]] = None
+    words: Optional[List[WordSpan]] = None
+    alignment_error: Optional[str] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        """A JSON-ready dict (None entries left out)."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+def _tensor_audio(audio: Union[np.ndarray, torch.Tensor]) -> torch.Tensor:
+    """An array as float32 (channels, samples) in [-1, 1]: 1-D is mono; 2-D is taken with
+    the smaller dimension as channels (soundfile gives (samples, channels)); integer
+    samples are scaled by their type's range."""
+    wav = torch.as_tensor(np.asarray(audio) if isinstance(audio, np.ndarray) else audio)
+    if not wav.is_floating_point():
+        wav = wav.float() / float(-torch.iinfo(wav.dtype).min)
+    wav = wav.float()
+    if wav.dim() == 1:
+        wav = wav.unsqueeze(0)
+    elif wav.dim() != 2:
+        raise ValueError(f"audio array must be 1-D or 2-D, got shape {tuple(wav.shape)}")
+    elif wav.size(0) > wav.size(1):
+        wav = wav.t()
+    return wav.contiguous()
+
+
+def audio_items(audio: Audio, sample_rate: Optional[int] = None,
+                keys: Optional[Sequence[str]] = None) -> List[Tuple[str, Any]]:
+    """(key, audio) pairs of what ``transcribe`` accepts: a path (or wav.scp value), a list
+    of them (keys: file names without extension, unless given), or one array with its
+    ``sample_rate`` (key ``audio``)."""
+    if isinstance(audio, (np.ndarray, torch.Tensor)):
+        if not sample_rate:
+            raise ValueError("an audio array needs its sample_rate")
+        return [((keys or ["audio"])[0], (_tensor_audio(audio), int(sample_rate)))]
+    specs = [audio] if isinstance(audio, str) else list(audio)
+    if keys is None:
+        keys = [os.path.splitext(os.path.basename(s.rstrip("|").strip()))[0] for s in specs]
+    if len(keys) != len(specs):
+        raise ValueError(f"{len(keys)} keys for {len(specs)} audio inputs")
+    return list(zip(keys, specs))
+
+
+def _read(items: Iterable[Tuple[str, Any]], stats: PipelineStats) -> Iterator[dict]:
+    """Samples of the recognition pipeline; unreadable audio is skipped and counted."""
+    for key, audio in items:
+        if isinstance(audio, tuple):
+            wav, rate = audio
+        else:
+            try:
+                wav, rate = load_audio(audio)
+            except AudioError as e:
+                stats.warn("audio_decode_error", f"utterance {key}: {e}")
+                continue
+        yield {"key": key, "src": "input", "txt": "", "label": [], "wav": wav,
+               "sample_rate": rate}
+
+
+def context_graph_of(phrases: Sequence[str], tokenizer: Any, score: float) -> ContextGraph:
+    """The hotword graph of a phrase list, built as ``--context_list_path`` builds it."""
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8") as f:
+        f.write("".join(p.strip() + "\n" for p in phrases if p.strip()))
+        f.flush()
+        return ContextGraph.from_file(f.name, tokenizer, score)
+
+
+@dataclass
+class Recognizer:
+    """A loaded model directory and the decoding settings (``DecodeOptions`` and the
+    encoder's chunking), transcribing in batches of ``batch_size``."""
+
+    loaded: LoadedModel
+    options: DecodeOptions = field(default_factory=DecodeOptions)
+    batch_size: int = 16
+    decoding_chunk_size: int = -1
+    num_decoding_left_chunks: int = -1
+    context_score: float = 3.0
+    last_stats: Optional[PipelineStats] = None
+
+    def transcribe(self, audio: Audio, sample_rate: Optional[int] = None,
+                   mode: str = "attention_rescoring", nbest: int = 1, timestamps: bool = False,
+                   context_list: Optional[Sequence[str]] = None,
+                   keys: Optional[Sequence[str]] = None) -> List[Result]:
+        """Results for ``audio`` (see :func:`audio_items`), in input order."""
+        return list(self.iter_results(audio_items(audio, sample_rate, keys), mode, nbest,
+                                      timestamps, context_list))
+
+    def _features(self, items: Iterable[Tuple[str, Any]], stats: PipelineStats
+                  ) -> Iterator[dict]:
+        conf = self.loaded.feature_conf
+        data = processor.check_audio(_read(items, stats), stats)
+        data = processor.resample_samples(data, stats, conf.resample_rate or 16000)
+        data = processor.fbank(data, stats, random.Random(0), replace(conf, dither=0.0))
+        return processor.pad_batch(processor.static_batch(data, self.batch_size), stats)
+
+    def iter_results(self, items: Iterable[Tuple[str, Any]], mode: str = "attention_rescoring",
+                     nbest: int = 1, timestamps: bool = False,
+                     context_list: Optional[Sequence[str]] = None) -> Iterator[Result]:
+        """Results of ``(key, audio)`` pairs as batches finish, in input order."""
+        options = self.options
+        if context_list:
+            graph = context_graph_of(context_list, self.loaded.tokenizer, self.context_score)
+            options = replace(options, context_graph=graph)
+        stats = self.last_stats = PipelineStats("transcribe")
+        order: Dict[str, int] = {}
+
+        def numbered() -> Iterator[Tuple[str, Any]]:
+            for key, audio in items:
+                order.setdefault(key, len(order))
+                yield key, audio
+        for batch in self._features(numbered(), stats):
+            results = self._decode_batch(batch, mode, nbest, timestamps, options)
+            yield from sorted(results, key=lambda r: order[r.key])
+        stats.log_summary()
+
+    @torch.no_grad()
+    def _decode_batch(self, batch: dict, mode: str, nbest: int, timestamps: bool,
+                      options: DecodeOptions) -> List[Result]:
+        lm = self.loaded
+        feats = batch["feats"].to(lm.device)
+        lens = batch["feats_lengths"].to(lm.device)
+        encoder_out, encoder_mask = lm.model.encode(
+            feats, lens, self.decoding_chunk_size, self.num_decoding_left_chunks)
+        best, lists, ctx = decode_nbest(lm.model, encoder_out, encoder_mask, mode, options,
+                                        nbest)
+        shift_s = lm.feature_conf.frame_shift / 1000.0
+        out = []
+        for b, key in enumerate(batch["keys"]):
+            hyps = [self._hypothesis(list(ids), score) for ids, score in lists[b]]
+            result = Result(key, hyps[0].text, hyps, float(batch["feats_lengths"][b]) * shift_s)
+            if timestamps:
+                self._add_times(result, ctx, b, best[b])
+            out.append(result)
+        return out
+
+    def _hypothesis(self, ids: List[int], score: Optional[float]) -> Hypothesis:
+        tok = self.loaded.tokenizer
+        eos = self.loaded.model.eos
+        text = tok.decode(ids, eos=eos)
+        pieces = [tok.decode([i], raw=True, eos=eos) for i in ids]
+        return Hypothesis(text, pieces, ids, None if score is None else float(score))
+
+    def _add_times(self, result: Result, ctx: Any, b: int, ids: List[int]) -> None:
+        """Per-token and per-word times of the chosen hypothesis (module docstring)."""
+        lm = self.loaded
+        frames = int(ctx.encoder_lens[b])
+        try:
+            spans = self._spans(ctx, b, frames, ids)
+        except AlignmentError as e:
+            result.alignment_error = str(e)
+            logging.warning("utterance %s: no timestamps: %s", result.key, e)
+            return
+        pieces = result.nbest[0].tokens
+        shift = lm.frame_shift_s
+        result.tokens = [TokenTime(p, s.start * shift, s.end * shift, s.score)
+                         for p, s in zip(pieces, spans)]
+        result.words = word_spans(spans, pieces, shift)
+
+    def _spans(self, ctx: Any, b: int, frames: int, ids: List[int]) -> List[TokenSpan]:
+        model = self.loaded.model
+        if not ids:
+            return []
+        if getattr(model, "ctc", None) is not None:
+            log_probs = ctx.ctc_logprobs[b, :frames]
+            path = ctc_forced_align(log_probs, ids, 0)
+            return token_spans(path, log_probs, 0)
+        return transducer_spans(model, ctx.encoder_out[b:b + 1, :frames], ids)
+
+
+def transducer_spans(model: Any, encoder_out: torch.Tensor, ids: List[int]) -> List[TokenSpan]:
+    """Token spans of a transducer hypothesis from the frames that emit it: the hypothesis
+    is forced through the joint frame by frame (each token emitted on the frame where
+    the joint puts it first among the non-blank outputs after the previous token's
+    frame, else on the last frame), and a token spans from its frame to the next
+    token's frame. Confidence: the token's probability at its frame."""
+    raise AlignmentError("transducer timestamps", "not available for this model")

@@ -107,7 +107,8 @@ def test_transducer_modes_together_equal_alone_and_references(rnnt_batch, monkey
     model, enc, mask = rnnt_batch
     lens = mask.sum((1, 2))
     greedy = rnnt_greedy_search(model, enc, lens, 2)
-    nbest = rnnt_beam_search(model, enc, lens, 4)
+    beam_stats = {}
+    nbest = rnnt_beam_search(model, enc, lens, 4, stats=beam_stats)
     resc = attention_rescoring(model.decoder, enc, mask, nbest, model.sos, model.eos,
                                first_pass_weight=0.7)
     reference = {"rnnt_greedy_search": greedy.hyps, "rnnt_beam_search": best_hyps(nbest),
@@ -118,8 +119,10 @@ def test_transducer_modes_together_equal_alone_and_references(rnnt_batch, monkey
     for m in RNNT_MODES:
         (got,) = decode(model, enc, mask, [m], RNNT_OPTIONS).values()
         assert got.hyps == reference[m]
-        assert got.counts == ({"joint_evals": greedy.joint_evals, "encoder_frames": frames}
-                              if m == "rnnt_greedy_search" else {"encoder_frames": frames})
+        evals = {"rnnt_greedy_search": greedy.joint_evals,
+                 "rnnt_beam_search": beam_stats["joint_evals"]}
+        assert got.counts == ({"joint_evals": evals[m], "encoder_frames": frames}
+                              if m in evals else {"encoder_frames": frames})
     calls.reset_mock()
     together = decode(model, enc, mask, RNNT_MODES[::-1], RNNT_OPTIONS)
     assert _hyps(together) == reference

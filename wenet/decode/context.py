@@ -42,6 +42,7 @@ class DecodeOptions:
     blank_skip_threshold: Optional[float] = 0.999  # CTC prefix search; None disables
     max_sym_per_frame: int = 1       # rnnt_greedy_search: labels per frame at most
     context_graph: Optional[ContextGraph] = None  # hotword biasing (context_graph.py)
+    rnnt_length_norm: bool = False   # rnnt_beam_search: rank the n-best by score per token
 
 
 class ModeResult(NamedTuple):
@@ -73,6 +74,7 @@ class BatchContext:
         self.options = options
         self.encoder_lens = encoder_mask.reshape(encoder_out.size(0), -1).sum(dim=1)
         self.counts: Dict[str, int] = {}  # the running mode's counters
+        self.transducer_stats: Dict[str, int] = {}  # joint calls of the transducer beam
         self._values: Dict[str, Any] = {}
         self._seconds: Dict[str, float] = {}   # own time of each shared result
         self._deps: Dict[str, Set[str]] = {}   # shared results each one used
@@ -126,4 +128,6 @@ class BatchContext:
     def transducer_nbest(self) -> List[NBest]:
         """The transducer modified beam search n-best of every utterance."""
         return self.shared("transducer_nbest", lambda: rnnt_beam_search(
-            self.model, self.encoder_out, self.encoder_lens, self.options.beam_size))
+            self.model, self.encoder_out, self.encoder_lens, self.options.beam_size,
+            length_norm=self.options.rnnt_length_norm,
+            context_graph=self.options.context_graph, stats=self.transducer_stats))

@@ -81,7 +81,9 @@ def _rnnt_greedy_search(ctx: BatchContext) -> List[List[int]]:
 
 @register_mode("rnnt_beam_search", transducer=True)
 def _rnnt_beam_search(ctx: BatchContext) -> List[List[int]]:
-    return best_hyps(ctx.transducer_nbest)
+    hyps = best_hyps(ctx.transducer_nbest)
+    ctx.count("joint_evals", ctx.transducer_stats.get("joint_evals", 0))
+    return hyps
 
 
 @register_mode("rnnt_beam_attn_rescoring", transducer=True)

@@ -8,11 +8,12 @@ of the joint's log-softmax over the transitions taken.
 """
 from __future__ import annotations
 
-from typing import Dict, List, NamedTuple, Tuple
+import math
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 
-from wenet.decode.hyps import NBest
+from wenet.decode.hyps import NEG_INF, Hyp, NBest
 
 
 class GreedyResult(NamedTuple):
@@ -85,86 +86,180 @@ def rnnt_greedy_search(model, encoder_out: torch.Tensor, encoder_lens: torch.Ten
     return GreedyResult(hyps, scores.tolist(), joint_evals)
 
 
+class _Pool:
+    """The live hypotheses of every utterance of a batch, one row each.
+
+    Row i belongs to utterance ``utt[i]``, has emitted ``seq[i]``, has consumed
+    ``pos[i]`` frames (hypotheses of one utterance differ in it after a big blank),
+    is in context-graph state ``ctx[i]`` and scores ``score[i]`` (log-probability
+    plus biasing bonuses); ``pred``/``state`` hold its predictor output and state.
+    """
+
+    def __init__(self, utt: List[int], seq: List[Hyp], pos: List[int], ctx: List[int],
+                 score: List[float], pred: torch.Tensor, state: List[torch.Tensor]) -> None:
+        self.utt, self.seq, self.pos, self.ctx, self.score = utt, seq, pos, ctx, score
+        self.pred, self.state = pred, state
+
+
+class _Candidates:
+    """The next pool under construction: rows keyed by (utt, seq, pos, ctx), merged by log-add."""
+
+    def __init__(self) -> None:
+        self.index: Dict[Tuple[int, Hyp, int, int], int] = {}
+        self.utt: List[int] = []
+        self.seq: List[Hyp] = []
+        self.pos: List[int] = []
+        self.ctx: List[int] = []
+        self.score: List[float] = []
+        self.src: List[int] = []     # row of the old pool it continues
+        self.token: List[int] = []   # label to feed the predictor, -1 for none
+
+    def add(self, utt: int, seq: Hyp, pos: int, ctx: int, score: float, src: int,
+            token: int) -> None:
+        key = (utt, seq, pos, ctx)
+        j = self.index.get(key)
+        if j is not None:  # the same hypothesis by another alignment: add probabilities
+            a, b = self.score[j], score
+            hi = max(a, b)
+            self.score[j] = hi if hi == NEG_INF else hi + math.log1p(math.exp(-abs(a - b)))
+            return
+        self.index[key] = len(self.utt)
+        for name, value in (("utt", utt), ("seq", seq), ("pos", pos), ("ctx", ctx),
+                            ("score", score), ("src", src), ("token", token)):
+            getattr(self, name).append(value)
+
+
 @torch.no_grad()
 def rnnt_beam_search(model, encoder_out: torch.Tensor, encoder_lens: torch.Tensor,
-                     beam_size: int = 4) -> List[NBest]:
-    """Modified beam search (icefall): at most one label per frame.
+                     beam_size: int = 4, length_norm: bool = False, context_graph=None,
+                     stats: Optional[Dict[str, int]] = None) -> List[NBest]:
+    """Modified beam search (icefall) over a whole batch: at most one label per frame.
 
-    Per frame every hypothesis either takes the blank (stays) or one label; the
-    ``beam_size`` best candidates survive, and candidates with the same token
-    sequence are merged by adding their probabilities (log-add).  Big blanks of
-    a multi-blank model are not expanded here (every hypothesis advances one
-    frame at a time), so their probability mass is simply not used.
-    Returns per utterance ``[(tokens, log score)]``, best first.
+    All utterances advance together, one joint call per frame for every live
+    hypothesis of the batch.  On its frame a hypothesis either takes the blank,
+    one label (then moves to the next frame) or, in a multi-blank model, a big
+    blank of d frames (then waits until frame t + d; only if t + d <= T).  Per
+    utterance the ``beam_size`` best (hypothesis, output) candidates survive;
+    hypotheses with the same tokens, frame and context state are merged by adding
+    their probabilities, and the hypotheses entering a frame are cut to the beam.
+
+    ``context_graph`` (wenet/decode/context_graph.py): a label's biasing bonus is
+    added to its hypothesis' score, the graph's final bonus at the end (candidates
+    are chosen on the model score, as icefall).  ``length_norm`` ranks the n-best
+    by score per token.  ``stats`` (a dict) gets ``joint_calls`` and ``joint_evals``.
+    Returns per utterance ``[(tokens, score)]``, best first.
     """
-    results: List[NBest] = []
-    for b in range(encoder_out.size(0)):
-        n = int(encoder_lens[b])
-        results.append(_beam_search_one(model, encoder_out[b, :n], beam_size))
-    return results
-
-
-def _beam_search_one(model, encoder_out: torch.Tensor, beam_size: int) -> NBest:
-    """Modified beam search over one utterance's unpadded encoder output [T, D]."""
-    device = encoder_out.device
+    B, device = encoder_out.size(0), encoder_out.device
     blank = model.blank_symbol()
-    big_ids = model.big_blank_ids()
-    enc_proj = model.project_encoder(encoder_out)  # (T, J)
-    state = model.predictor_init_state(1)
+    lens = [int(n) for n in encoder_lens.tolist()]
+    enc_proj = model.project_encoder(encoder_out)  # (B, T, J)
+    state = model.predictor_init_state(B)
     pred, state = model.forward_predictor_step(
-        torch.full((1,), blank, dtype=torch.long, device=device), state)
-    seqs: List[Tuple[int, ...]] = [()]
-    scores = torch.zeros(1, dtype=torch.float64, device=device)
-    for t in range(enc_proj.size(0)):
-        N = len(seqs)
-        logits = model.forward_joint_step(enc_proj[t].expand(N, -1), pred)
-        logp = torch.log_softmax(logits.float(), dim=-1).double()
-        if big_ids:
-            logp[:, big_ids] = float("-inf")
-        V = logp.size(1)
-        cand = (scores.unsqueeze(1) + logp).view(-1)
-        top_scores, top = cand.topk(min(beam_size, cand.numel()))
-        seqs, new_scores, src, token = _merge_candidates(seqs, top_scores, top.tolist(), V,
-                                                         blank)
-        src_t = torch.tensor(src, dtype=torch.long, device=device)
-        tok_t = torch.tensor(token, dtype=torch.long, device=device)
-        pred = pred.index_select(0, src_t)
-        state = [s.index_select(0, src_t) for s in state]
-        emit = (tok_t != blank).nonzero().squeeze(1)
-        if emit.numel() > 0:
-            new_pred, new_state = model.forward_predictor_step(
-                tok_t.index_select(0, emit), [s.index_select(0, emit) for s in state])
-            pred = _scatter_rows(pred, emit, new_pred)
-            state = [_scatter_rows(s, emit, x) for s, x in zip(state, new_state)]
-        scores = torch.stack(new_scores)
-    order = scores.argsort(descending=True).tolist()
-    return [(seqs[i], float(scores[i])) for i in order]
+        torch.full((B,), blank, dtype=torch.long, device=device), state)
+    pool = _Pool(list(range(B)), [()] * B, [0] * B, [0] * B, [0.0] * B, pred, state)
+    for t in range(max(lens, default=0)):
+        active = [i for i, (u, p) in enumerate(zip(pool.utt, pool.pos)) if p == t < lens[u]]
+        if active:
+            pool = _step(model, pool, active, enc_proj, t, lens, beam_size, context_graph,
+                         stats)
+    return _nbest(pool, B, lens, beam_size, length_norm, context_graph)
 
 
-def _merge_candidates(seqs: List[Tuple[int, ...]], top_scores: torch.Tensor, top: List[int],
-                      V: int, blank: int):
-    """The frame's surviving hypotheses from its best ``(beam, token)`` candidates, best
-    first; candidates giving the same token sequence are log-added into the first.
+def _step(model, pool: _Pool, active: List[int], enc_proj: torch.Tensor, t: int,
+          lens: List[int], beam: int, graph, stats: Optional[Dict[str, int]]) -> _Pool:
+    """One frame: expand the hypotheses on frame ``t``, keep the best, feed the predictor."""
+    device = enc_proj.device
+    blank = model.blank_symbol()
+    rows = torch.tensor(active, dtype=torch.long, device=device)
+    utts = [pool.utt[i] for i in active]
+    utt_t = torch.tensor(utts, dtype=torch.long, device=device)
+    logits = model.forward_joint_step(enc_proj[utt_t, t], pool.pred.index_select(0, rows))
+    if stats is not None:
+        stats["joint_calls"] = stats.get("joint_calls", 0) + 1
+        stats["joint_evals"] = stats.get("joint_evals", 0) + len(active)
+    logp = torch.log_softmax(logits.float(), dim=-1).double()
+    durations = dict(zip(model.big_blank_ids(), model.big_blank_durations()))
+    room = torch.tensor([lens[u] - t for u in utts], device=device)
+    for i, d in durations.items():  # a big blank must land on or before the last frame
+        logp[:, i] = logp[:, i].masked_fill(room < d, NEG_INF)
+    slot, seen = [], {}  # each active row's place among its utterance's active rows
+    for u in utts:
+        slot.append(seen.get(u, 0))
+        seen[u] = slot[-1] + 1
+    K, V = max(seen.values()), logp.size(1)
+    scores = torch.tensor([pool.score[i] for i in active], dtype=torch.float64, device=device)
+    cand = torch.full((len(lens), K, V), NEG_INF, dtype=torch.float64, device=device)
+    slot_t = torch.tensor(slot, dtype=torch.long, device=device)
+    cand[utt_t, slot_t] = scores.unsqueeze(1) + logp
+    top_s, top_i = cand.view(len(lens), -1).topk(min(beam, K * V))
+    row_of = {(u, k): r for u, k, r in zip(utts, slot, active)}
+    nxt = _Candidates()
+    for i in range(len(pool.utt)):  # hypotheses waiting for a later frame stay
+        if pool.pos[i] != t or pool.pos[i] >= lens[pool.utt[i]]:
+            nxt.add(pool.utt[i], pool.seq[i], pool.pos[i], pool.ctx[i], pool.score[i], i, -1)
+    top_s, top_i = top_s.tolist(), top_i.tolist()
+    for u in seen:
+        for s, k in zip(top_s[u], top_i[u]):
+            if s == NEG_INF:
+                break
+            src = row_of[(u, k // V)]
+            _add_candidate(nxt, pool, src, k % V, s, t, blank, durations, graph)
+    return _next_pool(model, pool, nxt, t + 1, beam)
 
-    Returns ``(sequences, scores, source beam, token taken)``, one entry per survivor.
-    """
-    merged: Dict[Tuple[int, ...], int] = {}
-    new_seqs: List[Tuple[int, ...]] = []
-    new_scores: List[torch.Tensor] = []
-    src: List[int] = []
-    token: List[int] = []
-    for s, k in zip(top_scores, top):
-        if s.item() == float("-inf"):
-            continue
-        i, v = divmod(k, V)
-        seq = seqs[i] if v == blank else seqs[i] + (v,)
-        if seq in merged:
-            j = merged[seq]
-            new_scores[j] = torch.logaddexp(new_scores[j], s)
-            continue
-        merged[seq] = len(new_seqs)
-        new_seqs.append(seq)
-        new_scores.append(s)
-        src.append(i)
-        token.append(v)
-    return new_seqs, new_scores, src, token
+
+def _add_candidate(nxt: _Candidates, pool: _Pool, src: int, v: int, score: float, t: int,
+                   blank: int, durations: Dict[int, int], graph) -> None:
+    """Row ``src`` followed by output ``v`` (blank, big blank or label) on frame ``t``."""
+    seq, ctx = pool.seq[src], pool.ctx[src]
+    if v == blank or v in durations:
+        nxt.add(pool.utt[src], seq, t + durations.get(v, 1), ctx, score, src, -1)
+        return
+    if graph is not None:
+        bonus, ctx = graph.forward_one_step(ctx, v)
+        score += bonus
+    nxt.add(pool.utt[src], seq + (v,), t + 1, ctx, score, src, v)
+
+
+def _next_pool(model, pool: _Pool, nxt: _Candidates, frame: int, beam: int) -> _Pool:
+    """Cut the hypotheses entering ``frame`` to the beam per utterance, then gather the
+    predictor rows and run one predictor step for every hypothesis that took a label."""
+    entering: Dict[int, List[int]] = {}
+    for j, (u, p) in enumerate(zip(nxt.utt, nxt.pos)):
+        if p == frame:
+            entering.setdefault(u, []).append(j)
+    dropped = set()
+    for rows in entering.values():
+        if len(rows) > beam:
+            dropped.update(sorted(rows, key=lambda j: -nxt.score[j])[beam:])
+    keep = [j for j in range(len(nxt.utt)) if j not in dropped]
+    device = pool.pred.device
+    src = torch.tensor([nxt.src[j] for j in keep], dtype=torch.long, device=device)
+    pred = pool.pred.index_select(0, src)
+    state = [s.index_select(0, src) for s in pool.state]
+    emit = [i for i, j in enumerate(keep) if nxt.token[j] >= 0]
+    if emit:
+        emit_t = torch.tensor(emit, dtype=torch.long, device=device)
+        tokens = torch.tensor([nxt.token[keep[i]] for i in emit], dtype=torch.long,
+                              device=device)
+        new_pred, new_state = model.forward_predictor_step(
+            tokens, [s.index_select(0, emit_t) for s in state])
+        pred = _scatter_rows(pred, emit_t, new_pred)
+        state = [_scatter_rows(s, emit_t, x) for s, x in zip(state, new_state)]
+    return _Pool([nxt.utt[j] for j in keep], [nxt.seq[j] for j in keep],
+                 [nxt.pos[j] for j in keep], [nxt.ctx[j] for j in keep],
+                 [nxt.score[j] for j in keep], pred, state)
+
+
+def _nbest(pool: _Pool, B: int, lens: List[int], beam: int, length_norm: bool,
+           graph) -> List[NBest]:
+    """Each utterance's finished hypotheses (final biasing bonus added), best first."""
+    out: List[NBest] = [[] for _ in range(B)]
+    for u, seq, pos, ctx, score in zip(pool.utt, pool.seq, pool.pos, pool.ctx, pool.score):
+        if pos == lens[u]:
+            if graph is not None:
+                score += graph.finalize(ctx)[0]
+            out[u].append((seq, score))
+    for u in range(B):
+        key = (lambda h: -h[1] / max(1, len(h[0]))) if length_norm else (lambda h: -h[1])
+        out[u] = sorted(out[u], key=key)[:beam]
+    return out

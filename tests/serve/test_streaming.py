@@ -118,3 +118,25 @@ def test_non_streaming_model_is_refused(tmp_path):
     d = write_model_dir(tmp_path / "full", streaming=False)
     with pytest.raises(NotServableError, match="not a streaming model"):
         load_streaming_model(str(d))
+
+
+def test_endpoint_rules():
+    """WeNet's three rules on hand-made frames of 40 ms: p(blank) 0.9 is silence."""
+    from wenet.decode.stream_state import EndpointDetector, EndpointRules
+    silent = torch.log(torch.tensor([[0.9, 0.1]]))
+    speech = torch.log(torch.tensor([[0.5, 0.5]]))
+    rules = EndpointRules(blank_prob=0.8, max_leading_silence_ms=400, trailing_silence_ms=200,
+                          max_sentence_ms=2000)
+    det = EndpointDetector(rules, frame_ms=40.0)
+    det.update(silent.repeat(9, 1))       # 360 ms of silence, nothing decoded
+    assert det.reached(False) is None
+    det.update(silent)                    # 400 ms
+    assert det.reached(False) == "leading_silence"
+    det.reset()
+    det.update(torch.cat([speech.repeat(3, 1), silent.repeat(4, 1)]))  # 160 ms after speech
+    assert det.reached(True) is None
+    det.update(silent)                    # 200 ms after speech
+    assert det.reached(True) == "trailing_silence"
+    det.reset()
+    det.update(torch.cat([speech, silent]).repeat(25, 1))  # 2 s, never 200 ms of silence
+    assert det.reached(True) == "max_sentence"

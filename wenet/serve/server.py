@@ -26,7 +26,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass, replace
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.datastructures import Headers
@@ -188,8 +188,8 @@ class RecognitionServer:
 
     # ---------------------------------------------------------------- running
 
-    async def serve_forever(self, ready: Optional[asyncio.Future] = None) -> None:
-        """Listen until cancelled; ``ready`` gets the bound port."""
+    async def serve_forever(self, on_ready: Optional[Callable[[int], None]] = None) -> None:
+        """Listen until cancelled; ``on_ready(port)`` once listening (port 0: a free one)."""
         c = self.config
         async with serve(self.handler, c.host, c.port, process_request=self.process_request,
                          max_size=c.max_message_bytes, max_queue=c.max_queue,
@@ -197,8 +197,8 @@ class RecognitionServer:
             port = server.sockets[0].getsockname()[1]
             logging.info("listening on ws://%s:%d (page: http://%s:%d/)", c.host, port,
                          c.host, port)
-            if ready is not None:
-                ready.set_result(port)
+            if on_ready is not None:
+                on_ready(port)
             await asyncio.Future()
 
 

@@ -34,6 +34,7 @@ from wenet.models import init_model
 from wenet.train import resume
 from wenet.train.checkpoint import checkpoint_base, load_init_weights
 from wenet.train.executor import Executor
+from wenet.train.guards import DiagnosticsDone, add_guard_arguments, guards_from_args
 from wenet.train.model_average import ModelAverager
 from wenet.train.optim import build_optimizer
 from wenet.train.retention import format_usage, model_dir_usage, remove_stale_temp_files
@@ -103,6 +104,7 @@ def get_parser() -> argparse.ArgumentParser:
                    help="seconds a rank waits for the others: at the rendezvous (how late a "
                         "second node may join), in every collective (how long peers wait while "
                         "rank 0 writes a checkpoint); then it fails")
+    add_guard_arguments(p)  # --inf_check, --print_diagnostics, --scan_oom (wenet/train/guards.py)
     return p
 
 
@@ -266,6 +268,7 @@ def _train(args: argparse.Namespace, info: DistInfo) -> None:
         model = init_model_for_training(args, configs, device, info)
         seed_everything(args.seed + info.rank)  # distinct dropout streams per rank
         executor = init_executor(args, conf, model, device, info, train_set)
+        executor.guards = guards_from_args(args, configs, executor.module)
         init_resume(args, executor)
     run_training(args, executor, loaders)
 
@@ -277,6 +280,9 @@ def cli(argv: Optional[List[str]] = None) -> int:
     except TrainingError as e:
         print(f"train.py: error: {e}", file=sys.stderr, flush=True)
         return 1
+    except DiagnosticsDone as e:  # --print_diagnostics stops training on purpose
+        logging.info("%s", e)
+        return 0
     except KeyboardInterrupt:
         return 130
     return 0

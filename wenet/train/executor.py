@@ -37,6 +37,7 @@ from torch.nn.parallel import DistributedDataParallel
 from wenet.train import resume
 from wenet.train.checkpoint import (dump_bad_batch, epoch_base, prune_step_checkpoints,
                                     step_base, strip_ddp_prefix)
+from wenet.train.guards import GradScaleGuard
 from wenet.train.model_average import ModelAverager
 from wenet.train.progress import EpochProgress, StepTimes, log_epoch_losses
 from wenet.train.resume import TrainState
@@ -68,6 +69,8 @@ class Executor:
         self.state = TrainState()
         self.times = StepTimes()
         self._had_batch = False  # this epoch, on this rank (see _no_batch_error)
+        self.guards = None  # wenet.train.guards.TrainingGuards (train.py's guard options)
+        self.scale_guard = GradScaleGuard(conf.grad_scale_warn, conf.grad_scale_min)
 
     # ----------------------------------------------------------------- collectives
     def _reduce(self, values, op=None) -> torch.Tensor:
@@ -89,6 +92,9 @@ class Executor:
         ``self.train_set``; the dataset's ``consume`` skips what a resumed
         checkpoint had already trained on.
         """
+        st = self.state
+        if self.guards is not None and (st.epoch, st.batches_done, st.step) == (0, 0, 0):
+            self.guards.before_training(self, make_train_loader)
         while self.state.epoch < self.conf.max_epoch:
             if self.state.epoch_done:
                 self.state.start_next_epoch()
@@ -145,6 +151,8 @@ class Executor:
                     pending = 0
                     continue
             pending += 1
+            if self.guards is not None:
+                self.guards.after_batch(self)
             self._count_epoch_loss(out, batch)
             progress.add(out, batch)
             if pending == conf.accum_grad:
@@ -204,6 +212,8 @@ class Executor:
         """Forward pass; None (after all ranks agreed) when the batch must be skipped."""
         start = time.perf_counter()
         oom, nonfinite, out = 0.0, 0.0, None
+        if hasattr(self.module, "set_training_step"):  # e.g. the pruned loss's warm-up
+            self.module.set_training_step(self.state.step)
         try:
             with self._autocast():
                 out = self.model(*self._inputs(batch, non_blocking=True))
@@ -273,6 +283,7 @@ class Executor:
             stepped = self.scaler.get_scale() >= scale
             if not stepped:
                 st.scaler_skips += 1
+            self.scale_guard.check(self.scaler.get_scale(), st.step, st.scaler_skips)
         elif math.isfinite(grad_norm):
             self.optimizer.step()
             stepped = True

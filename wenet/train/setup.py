@@ -50,6 +50,8 @@ class TrainConf:
     optim_conf: Dict[str, Any] = field(default_factory=lambda: {"lr": 0.001})
     scheduler: str = "warmuplr"      # warmuplr | warmupcosine (wenet/train/scheduler.py)
     scheduler_conf: Dict[str, Any] = field(default_factory=lambda: {"warmup_steps": 25000})
+    grad_scale_warn: float = 0.01    # fp16: warn when the grad scale falls below this
+    grad_scale_min: float = 1e-5     # fp16: stop when it falls below this (it collapsed)
     frame_shift_ms: float = 10.0     # from dataset_conf.fbank_conf, to turn frames into seconds
 
     @classmethod

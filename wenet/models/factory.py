@@ -22,8 +22,10 @@ from wenet.transformer.ctc import CTC
 from wenet.transformer.decoder import BiTransformerDecoder, TransformerDecoder
 from wenet.transformer.encoder import ConformerEncoder, TransformerEncoder
 from wenet.utils.file_utils import load_yaml
+from wenet.zipformer.encoder import ZipformerEncoder
 
-ENCODERS = {"conformer": ConformerEncoder, "transformer": TransformerEncoder}
+ENCODERS = {"conformer": ConformerEncoder, "transformer": TransformerEncoder,
+            "zipformer": ZipformerEncoder}
 DECODERS = {"transformer": TransformerDecoder, "bitransformer": BiTransformerDecoder}
 
 

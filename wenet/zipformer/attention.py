@@ -17,7 +17,7 @@ import torch
 
 from wenet.zipformer.scaling import Whiten
 
-MASKED_SCORE = -10000.0  # exp() of it is 0 in float32, and it fits in float16
+
 
 
 class CompactRelPositionalEncoding(torch.nn.Module):
@@ -49,9 +49,9 @@ class CompactRelPositionalEncoding(torch.nn.Module):
         pe = torch.stack([phase.cos(), phase.sin()], dim=-1).reshape(rel.size(0), self.dim)
         return torch.cat([pe[:, :-1], torch.ones_like(pe[:, -1:])], dim=1)
 
-    def forward(self, num_queries: int, num_keys: int,
-                device: torch.device = torch.device("cpu")) -> torch.Tensor:
-        rel = torch.arange(1 - num_queries, num_keys, device=device).float()
+    def forward(self, num_queries: int, num_keys: int, like: torch.Tensor) -> torch.Tensor:
+        """The rows, on the device and in the dtype of ``like``."""
+        rel = torch.arange(1 - num_queries, num_keys, device=like.device).to(like.dtype)
         return self.dropout(self.encode(rel))
 
 
@@ -107,7 +107,7 @@ class RelPositionMultiheadAttentionWeights(torch.nn.Module):
         index = relative_index(tq, tk, x.device).expand(b, h, tq, tk)
         scores = scores + torch.gather(pos_scores, 3, index) * (self.pos_head_dim ** -0.5)
         allowed = mask.unsqueeze(1)
-        scores = scores.masked_fill(~allowed, MASKED_SCORE)
+        scores = scores.masked_fill(~allowed, -10000.0)  # exp() is 0; fits float16
         weights = torch.softmax(scores, dim=-1).masked_fill(~allowed, 0.0)
         weights = torch.nn.functional.dropout(weights, p=self.dropout, training=self.training)
         return weights, keys

@@ -31,7 +31,7 @@ import torch
 
 from wenet.transformer.cmvn import GlobalCMVN
 from wenet.utils.mask import make_pad_mask
-from wenet.zipformer.frontend import FRONT_END_CONTEXT, ZipformerFrontEnd, front_end_frames
+from wenet.zipformer.frontend import ZipformerFrontEnd, front_end_frames
 from wenet.zipformer.scaling import apply_schedules
 from wenet.zipformer.stack import (SimpleDownsample, ZipformerStack, convert_num_channels,
                                    frames_at, full_dim_output)
@@ -104,10 +104,12 @@ class ZipformerEncoder(torch.nn.Module):
         self.chunk_size = [int(c) for c in chunk_size]
         self.left_context_frames = [int(c) for c in left_context_frames]
         self._check_chunk_options()
-        self.cache_layout = CacheLayout(
-            [len(s.layers) for s in self.stacks], [s.factor for s in self.stacks],
-            [s.cache_width for s in self.stacks], [s.dim for s in self.stacks],
-            [s.conv_lorder for s in self.stacks], self.chunk_multiple)
+        # the streaming cache layout (CacheLayout), as plain lists for TorchScript
+        self._cache_layers = [len(s.layers) for s in self.stacks]
+        self._cache_factors = [s.factor for s in self.stacks]
+        self._cache_widths = [s.cache_width for s in self.stacks]
+        self._cache_dims = [s.dim for s in self.stacks]
+        self._cache_lorders = [s.conv_lorder for s in self.stacks]
         # what the exports and checks of the other encoders read
         self.use_dynamic_chunk = causal
         self.static_chunk_size = 0
@@ -120,6 +122,27 @@ class ZipformerEncoder(torch.nn.Module):
         if not self.left_context_frames or 0 in self.left_context_frames:
             raise ValueError(f"encoder_conf.left_context_frames {self.left_context_frames}: "
                              "each must be -1 or > 0 (50 Hz frames)")
+
+    def cache_layout(self) -> CacheLayout:
+        """How the per-stack streaming caches are packed (``wenet.zipformer.streaming``)."""
+        return CacheLayout(self._cache_layers, self._cache_factors, self._cache_widths,
+                           self._cache_dims, self._cache_lorders, self.chunk_multiple)
+
+    @torch.jit.unused
+    def streaming_cache_shapes(self, required_cache_size: int
+                               ) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+        """Shapes of the packed (att_cache, cnn_cache) that keep ``required_cache_size``
+        output frames of left context (> 0): what a fixed-size-cache runtime allocates."""
+        layout = self.cache_layout()
+        if required_cache_size <= 0 or (
+                required_cache_size * self.output_factor) % layout.unit != 0:
+            raise ValueError(f"required_cache_size must be a positive multiple of "
+                             f"{layout.unit // self.output_factor}, got {required_cache_size}")
+        units = required_cache_size * self.output_factor // layout.unit
+        width = max(layout.unit // f * w for f, w in zip(layout.factors, layout.widths))
+        num_layers = sum(layout.layers)
+        return ((num_layers, 1, units, width),
+                (num_layers, 1, max(layout.lorders), 2 * max(layout.dims)))
 
     def output_size(self) -> int:
         """Dimension of the encoder output (the widest stack's)."""
@@ -186,9 +209,9 @@ class ZipformerEncoder(torch.nn.Module):
         ceil(((T - 7) // 2) / 2). ``decoding_chunk_size``: 0 = the training choice
         (a random chunk per batch when causal), < 0 full context, > 0 that chunk size
         in output frames with ``num_decoding_left_chunks`` (causal models only)."""
-        if xs.size(1) < FRONT_END_CONTEXT:
+        if xs.size(1) < self.embed.context:
             raise ValueError("input of " + str(xs.size(1)) + " frames is shorter than the "
-                             + str(FRONT_END_CONTEXT) + " frames one output frame needs")
+                             + str(self.embed.context) + " frames one output frame needs")
         if self.global_cmvn is not None:
             xs = self.global_cmvn(xs)
         x = self.embed(xs)
@@ -226,11 +249,11 @@ class ZipformerEncoder(torch.nn.Module):
             xs = self.global_cmvn(xs)
         x = self.embed(xs)
         lengths = torch.full((1,), x.size(1), dtype=torch.long, device=x.device)
-        att, conv = unpack_caches(self.cache_layout, att_cache, cnn_cache, x)
+        att, conv = unpack_caches(self.cache_layout(), att_cache, cnn_cache, x)
         x, new_att, new_conv = self._encode(x, lengths, offset * self.output_factor, -1, -1,
                                             att, conv)
         keep = -1 if required_cache_size < 0 else required_cache_size * self.output_factor
-        r_att, r_cnn = pack_caches(self.cache_layout, new_att, new_conv, keep)
+        r_att, r_cnn = pack_caches(self.cache_layout(), new_att, new_conv, keep)
         return x, r_att, r_cnn
 
     def forward_chunk_by_chunk(self, xs: torch.Tensor, decoding_chunk_size: int,
@@ -252,13 +275,13 @@ class ZipformerEncoder(torch.nn.Module):
         cnn_cache = torch.zeros((0, 0, 0, 0), device=xs.device)
         outputs: List[torch.Tensor] = []
         offset = 0
-        for cur in range(0, xs.size(1) - FRONT_END_CONTEXT + 1, stride):
+        for cur in range(0, xs.size(1) - self.embed.context + 1, stride):
             ys, att_cache, cnn_cache = self.forward_chunk(
                 xs[:, cur:cur + window], offset, required, att_cache, cnn_cache)
             outputs.append(ys)
             offset += ys.size(1)
         if not outputs:
             raise ValueError("utterance of " + str(xs.size(1)) + " frames is shorter than "
-                             "the " + str(FRONT_END_CONTEXT) + " frames one output frame needs")
+                             "the " + str(self.embed.context) + " frames one output frame needs")
         ys = torch.cat(outputs, 1)
         return ys, torch.ones((1, 1, ys.size(1)), device=ys.device, dtype=torch.bool)

@@ -49,6 +49,7 @@ class ZipformerFrontEnd(torch.nn.Module):
         self.out = torch.nn.Linear(c3 * bins, odim)
         self.norm = BiasNorm(odim)
         self.dropout = torch.nn.Dropout(dropout_rate)
+        self.context = FRONT_END_CONTEXT  # input frames of one 50 Hz frame
         self.subsampling_rate = 2 * output_factor
         self.right_context = 8 + 2 * (output_factor - 1)
 

@@ -8,6 +8,8 @@ Formulas (Zipformer paper, Yao et al., ICLR 2024):
   learnt scalar (log scale); the RMS is over the channel dimension.
 - SwooshR(x) = log(1 + exp(x - 1)) - 0.08 x - 0.313261687
 - SwooshL(x) = log(1 + exp(x - 4)) - 0.08 x - 0.035
+  (softplus is linear only above 40, where the difference e^-40 is below float64's
+  resolution)
 
 Balancer and Whiten are identities in the forward pass. In training their backward
 adds a small term to the incoming gradient: the Balancer pushes each channel's share
@@ -22,18 +24,14 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
-SWOOSH_R_OFFSET = 0.313261687
-SWOOSH_L_OFFSET = 0.035
-
-
 def swoosh_r(x: torch.Tensor) -> torch.Tensor:
     """SwooshR(x) = log(1 + exp(x - 1)) - 0.08 x - 0.313261687 (SwooshR(0) ~ 0)."""
-    return torch.nn.functional.softplus(x - 1.0) - 0.08 * x - SWOOSH_R_OFFSET
+    return torch.nn.functional.softplus(x - 1.0, threshold=40.0) - 0.08 * x - 0.313261687
 
 
 def swoosh_l(x: torch.Tensor) -> torch.Tensor:
     """SwooshL(x) = log(1 + exp(x - 4)) - 0.08 x - 0.035."""
-    return torch.nn.functional.softplus(x - 4.0) - 0.08 * x - SWOOSH_L_OFFSET
+    return torch.nn.functional.softplus(x - 4.0, threshold=40.0) - 0.08 * x - 0.035
 
 
 class SwooshR(torch.nn.Module):
@@ -205,7 +203,7 @@ class _WhitenGrad(torch.autograd.Function):
         with torch.enable_grad():
             xd = x.detach().float().requires_grad_(True)
             metric = whitening_metric(xd.reshape(-1, xd.size(-1)))
-            if float(metric) <= ctx.limit:
+            if float(metric.detach()) <= ctx.limit:
                 return grad, None, None
             (metric_grad,) = torch.autograd.grad(metric, xd)
         scale = ctx.grad_scale * grad.float().norm() / (metric_grad.norm() + 1e-20)

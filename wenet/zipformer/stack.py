@@ -141,7 +141,7 @@ class ZipformerStack(torch.nn.Module):
             x = self.downsample(x, lengths)
         t, n = x.size(1), att_cache.size(2)
         mask, valid = self._masks(lengths, t, n, offset, chunk_size, left_chunks)
-        pos_emb = self.pos(t, n + t, x.device)
+        pos_emb = self.pos(t, n + t, x)
         use_mask = self.training and self.unmasked_dim < self.dim
         feature_mask = self._feature_mask(x) if use_mask else x
         if use_mask:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One-time set-up: a virtualenv in .venv with the pinned requirements, and the
-# Debian packages the built-in corpus needs (text-to-speech engines and sox).
+# Debian packages the built-in corpus needs (text-to-speech engines and sox) and the
+# tests need (chromium, for the browser test of the recognition server).
 # Safe to rerun: it only installs what is missing or pinned differently. path.sh
 # calls it when .venv is missing or was installed from other requirements*.txt,
 # and records their hash in .venv/.installed once this has succeeded.
@@ -11,9 +12,11 @@ venv="${root}/.venv"
 python="${PYTHON:-python3.11}"
 command -v "${python}" > /dev/null 2>&1 || python=python3
 debs=(espeak-ng flite sox)
+# needed by the tests only: the browser test of the recognition server's page
+test_debs=(chromium)
 
 missing=()
-for pkg in "${debs[@]}"; do
+for pkg in "${debs[@]}" "${test_debs[@]}"; do
   dpkg -s "${pkg}" > /dev/null 2>&1 || missing+=("${pkg}")
 done
 if [ "${#missing[@]}" -gt 0 ]; then

@@ -45,6 +45,13 @@ from wenet.train.retention import prune_checkpoints
 from wenet.train.setup import DistInfo, TrainConf, TrainingError
 
 
+def _call_if_any(obj: Any, method: str, *args: Any) -> None:
+    """``obj.method(*args)`` when obj has that method."""
+    fn = getattr(obj, method, None)
+    if fn is not None:
+        fn(*args)
+
+
 class Executor:
     """Runs training for one rank; see the module docstring for the per-batch protocol."""
 
@@ -144,6 +151,8 @@ class Executor:
             sync_ctx = (self.model.no_sync() if self.dist.distributed and not completes
                         else contextlib.nullcontext())
             with sync_ctx:
+                # schedules on the update count (the Zipformer's dropout and skip rates)
+                _call_if_any(getattr(self.module, "encoder", None), "set_batch_count", st.step)
                 out = self._forward(batch)
                 if out is None:
                     continue

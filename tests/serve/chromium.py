@@ -78,6 +78,14 @@ class Browser:
             raise ChromiumError(f"{expression}: {result['exceptionDetails']}")
         return result["result"].get("value")
 
+    def wait_for(self, expression: str, timeout_s: float = 30.0) -> None:
+        """Until ``expression`` is true in the page (e.g. it has loaded)."""
+        deadline = time.monotonic() + timeout_s
+        while not self.evaluate(expression):
+            if time.monotonic() > deadline:
+                raise ChromiumError(f"{expression} still false after {timeout_s} s")
+            time.sleep(0.1)
+
     def upload(self, selector: str, path: str) -> None:
         """Choose ``path`` in the page's file input (fires its change event)."""
         root = self.call("DOM.getDocument")["root"]["nodeId"]

@@ -41,7 +41,8 @@ def test_page_shows_the_transcript_of_a_file(model_dir, tmp_path, one_thread):
         except ChromiumError as e:
             pytest.fail(f"the browser test needs a working headless Chromium: {e}")
         try:
-            assert browser.evaluate("document.readyState") in ("interactive", "complete")
+            browser.wait_for("document.readyState === 'complete' && "
+                             "document.getElementById('file') !== null")
             browser.evaluate("document.getElementById('continuous').checked = false")
             browser.upload("#file", wav)
             state = _wait_done(browser)

@@ -5,6 +5,7 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
+from wenet.transformer.cr_ctc import consistency_loss, two_views
 from wenet.transformer.ctc import CTC
 from wenet.transformer.encoder import check_decoding_chunk_size
 from wenet.transformer.label_smoothing_loss import LabelSmoothingLoss
@@ -17,12 +18,18 @@ class ASRModel(torch.nn.Module):
     loss = ctc_weight * loss_ctc + (1 - ctc_weight) * loss_att, where
     loss_att = (1 - reverse_weight) * left-to-right + reverse_weight * right-to-left.
     sos = eos = vocab_size - 1 (the last unit, ``<sos/eos>``).
+
+    With ``cr_ctc`` (training only; wenet/transformer/cr_ctc.py) every batch is seen in
+    two independently time-masked views (``time_mask_ratio``): loss_ctc and loss_att are
+    the averages over both views, and ``cr_loss_scale * loss_cr`` (the consistency of the
+    two views' CTC posteriors) is added. CV and decoding see the batch once, unmasked.
     """
 
     def __init__(self, vocab_size: int, encoder: torch.nn.Module, decoder: torch.nn.Module,
                  ctc: CTC, ctc_weight: float = 0.5, ignore_id: int = IGNORE_ID,
                  reverse_weight: float = 0.0, lsm_weight: float = 0.0,
-                 length_normalized_loss: bool = False):
+                 length_normalized_loss: bool = False, cr_ctc: bool = False,
+                 cr_loss_scale: float = 0.2, time_mask_ratio: float = 2.5):
         super().__init__()
         if not 0.0 <= ctc_weight <= 1.0:
             raise ValueError(f"ctc_weight must be in [0, 1], got {ctc_weight}")
@@ -30,12 +37,19 @@ class ASRModel(torch.nn.Module):
             raise ValueError(f"reverse_weight must be in [0, 1], got {reverse_weight}")
         if reverse_weight > 0.0 and not hasattr(decoder, "right_decoder"):
             raise ValueError("reverse_weight > 0 needs the bitransformer decoder")
+        if cr_ctc and (ctc_weight == 0.0 or cr_loss_scale < 0 or time_mask_ratio < 0):
+            raise ValueError("cr_ctc needs ctc_weight > 0, cr_loss_scale >= 0 and "
+                             f"time_mask_ratio >= 0 (got {ctc_weight}, {cr_loss_scale}, "
+                             f"{time_mask_ratio})")
         self.sos = vocab_size - 1
         self.eos = vocab_size - 1
         self.vocab_size = vocab_size
         self.ignore_id = ignore_id
         self.ctc_weight = ctc_weight
         self.reverse_weight = reverse_weight
+        self.cr_ctc = bool(cr_ctc)
+        self.cr_loss_scale = float(cr_loss_scale)
+        self.time_mask_ratio = float(time_mask_ratio)
         self.encoder = encoder
         self.decoder = decoder
         self.ctc = ctc
@@ -47,8 +61,9 @@ class ASRModel(torch.nn.Module):
                 ) -> Dict[str, Optional[torch.Tensor]]:
         """speech (B, T, D), speech_lengths (B,), text (B, L) padded with ignore_id, text_lengths (B,).
 
-        Returns {loss, loss_att, loss_ctc, th_accuracy}; a term whose weight is
-        0 is not computed and is None (th_accuracy goes with loss_att).
+        Returns {loss, loss_att, loss_ctc, loss_cr, th_accuracy}; a term whose weight is
+        0 is not computed and is None (th_accuracy goes with loss_att; loss_cr is None
+        unless CR-CTC is training).
         """
         if text_lengths.dim() != 1 or not (
                 speech.size(0) == speech_lengths.size(0) == text.size(0)
@@ -56,6 +71,11 @@ class ASRModel(torch.nn.Module):
             raise ValueError(f"batch sizes differ: speech {speech.shape}, speech_lengths "
                              f"{speech_lengths.shape}, text {text.shape}, "
                              f"text_lengths {text_lengths.shape}")
+        # training only: TorchScript (runtimes) compiles neither branch of CR-CTC
+        two = self.cr_ctc and self.training
+        if not torch.jit.is_scripting() and two:
+            speech, speech_lengths, text, text_lengths = two_views(
+                speech, speech_lengths, text, text_lengths, self.time_mask_ratio)
         encoder_out, encoder_mask = self.encoder(speech, speech_lengths)
         encoder_out_lens = encoder_mask.squeeze(1).sum(1)
 
@@ -67,7 +87,14 @@ class ASRModel(torch.nn.Module):
         loss_ctc: Optional[torch.Tensor] = None
         if self.ctc_weight != 0.0:
             loss_ctc = self.ctc(encoder_out, encoder_out_lens, text, text_lengths)
+        loss_cr: Optional[torch.Tensor] = None
+        if not torch.jit.is_scripting() and two:
+            loss_cr = consistency_loss(self.ctc.log_softmax(encoder_out), encoder_out_lens)
+        return {"loss": self._total_loss(loss_ctc, loss_att, loss_cr), "loss_att": loss_att,
+                "loss_ctc": loss_ctc, "loss_cr": loss_cr, "th_accuracy": acc_att}
 
+    def _total_loss(self, loss_ctc: Optional[torch.Tensor], loss_att: Optional[torch.Tensor],
+                    loss_cr: Optional[torch.Tensor]) -> torch.Tensor:
         if loss_ctc is None:
             assert loss_att is not None
             loss = loss_att
@@ -75,8 +102,9 @@ class ASRModel(torch.nn.Module):
             loss = loss_ctc
         else:
             loss = self.ctc_weight * loss_ctc + (1 - self.ctc_weight) * loss_att
-        return {"loss": loss, "loss_att": loss_att, "loss_ctc": loss_ctc,
-                "th_accuracy": acc_att}
+        if loss_cr is not None:
+            loss = loss + self.cr_loss_scale * loss_cr
+        return loss
 
     def _calc_att_loss(self, encoder_out: torch.Tensor, encoder_mask: torch.Tensor,
                        ys_pad: torch.Tensor, ys_pad_lens: torch.Tensor

@@ -42,6 +42,17 @@ decode_checkpoint=      # empty: $dir/avg_${average_num}.pt ($dir/model_avg.pt w
 average_num=0           # 0: the corpus default (synth 2: its short runs change the model too much between
                         # epochs to average 5; chosen on dev, RESULTS.md; others 5)
 decode_modes="ctc_greedy_search ctc_prefix_beam_search attention attention_rescoring"
+beam_size=10            # stage 5 recognition: beam of the CTC prefix / attention / transducer searches
+ctc_weight=0.5          # attention_rescoring: weight of the CTC prefix score
+reverse_weight=0.0      # rescoring: weight of the right-to-left decoder (bitransformer)
+decoding_chunk_size=-1  # -1 full context; N > 0: chunks of N encoder frames (streaming models)
+num_decoding_left_chunks=-1  # with decoding_chunk_size: left chunks seen, -1 all
+simulate_streaming=false     # encode chunk by chunk with caches (one utterance per batch)
+gpu=-1                  # stage 5: GPU index for recognition, -1 CPU
+nbest=1                 # > 1: also write $dir/<set>/<mode>/nbest (JSON lines)
+timestamps=false        # true: also write $dir/<set>/<mode>/ctm (word times, CTC alignment)
+context_list_path=      # hotwords: one phrase per line, biased in the searches
+context_score=3.0       # hotwords: bonus per matched unit
 
 help_message="Usage: $0 [options]
 Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in corpus).
@@ -68,6 +79,11 @@ Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in co
                                exp/synth_train_conformer/avg_2.pt (output layers and
                                CMVN excepted: --init_exclude REGEX)
   --decode_modes \"...\"         recognition modes for stage 5
+  --beam_size N --ctc_weight W --reverse_weight W --decoding_chunk_size N
+  --num_decoding_left_chunks N --simulate_streaming true --gpu ID
+                               stage 5 search and encoder settings (defaults above)
+  --nbest N --timestamps true  stage 5 also writes <mode>/nbest and <mode>/ctm
+  --context_list_path FILE --context_score S   hotword biasing in stage 5
   --use_model_avg true         decode the running weight average kept during training
                                (\$dir/model_avg.pt) instead of averaging epoch checkpoints
   --config FILE                name=value lines (# comments, '...' or \"...\" quotes), read
@@ -82,6 +98,9 @@ option_types=(
   num_utts_per_shard=posint prefetch=posint nbpe=uint bpemode='unigram|bpe|char|word'
   train_set=nonempty dev_set=nonempty cmvn=bool average_checkpoint=bool
   use_model_avg=bool average_num=uint decode_modes=nonempty
+  beam_size=posint ctc_weight=float reverse_weight=float decoding_chunk_size=int
+  num_decoding_left_chunks=int simulate_streaming=bool gpu=int nbest=posint timestamps=bool
+  context_score=float
 )
 # Parsed before the cd (parse_options.sh reads this script to learn its options) and
 # before path.sh, so --help and bad values never wait for the virtualenv's installation.
@@ -95,6 +114,9 @@ run_stage() { [ "${stage}" -le "$1" ] && [ "${stop_stage}" -ge "$1" ]; }
   || die "--stage ${stage} is after --stop_stage ${stop_stage}: nothing would run (stages 0..6, --stage <= --stop_stage)"
 [ "${node_rank}" -lt "${num_nodes}" ] \
   || die "--node_rank takes 0..$((num_nodes - 1)) with --num_nodes ${num_nodes}, not '${node_rank}'"
+{ [ "${decoding_chunk_size}" -eq -1 ] || [ "${decoding_chunk_size}" -gt 0 ]; } \
+  || die "--decoding_chunk_size takes -1 (full context) or a positive integer, not '${decoding_chunk_size}'"
+[ "${gpu}" -ge -1 ] || die "--gpu takes -1 (CPU) or a GPU index, not '${gpu}'"
 
 case "${corpus}" in
   synth)
@@ -115,6 +137,9 @@ bpemodel=data/lang_char/${train_set}_${bpemode}${nbpe}
 # Inputs no stage writes (paths relative to the repository root, like every path here).
 if run_stage 1 || run_stage 4; then
   [ -f "${train_config}" ] || die "--train_config takes a yaml file; no such file '${train_config}'"
+fi
+if run_stage 5 && [ -n "${context_list_path}" ]; then
+  [ -f "${context_list_path}" ] || die "--context_list_path takes a phrase file; no such file '${context_list_path}'"
 fi
 if run_stage 4; then
   for opt in checkpoint init_checkpoint; do
@@ -226,13 +251,19 @@ if run_stage 5; then
         --src_path "${dir}" --num "${average_num}" --val_best
     fi
   fi
+  decode_opts=(--beam_size "${beam_size}" --ctc_weight "${ctc_weight}"
+    --reverse_weight "${reverse_weight}" --decoding_chunk_size "${decoding_chunk_size}"
+    --num_decoding_left_chunks "${num_decoding_left_chunks}" --nbest "${nbest}"
+    ${context_list_path:+--context_list_path "${context_list_path}" --context_score "${context_score}"})
+  batch_size=16
+  if "${simulate_streaming}"; then decode_opts+=(--simulate_streaming); batch_size=1; fi
+  if "${timestamps}"; then decode_opts+=(--timestamps); fi
   for x in ${test_sets}; do
-    python wenet/bin/recognize.py --gpu -1 --modes "${decode_modes}" \
+    python wenet/bin/recognize.py --gpu "${gpu}" --modes "${decode_modes}" \
       --config "${dir}/train.yaml" --data_type "${data_type}" \
       --test_data "${feat_dir}/${x}/data.list" --checkpoint "${decode_checkpoint}" \
-      --beam_size 10 --batch_size 16 --penalty 0.0 --dict "${dict}" \
-      --bpe_model "${bpemodel}.model" --ctc_weight 0.5 --reverse_weight 0.0 \
-      --result_dir "${dir}/${x}"
+      --batch_size "${batch_size}" --penalty 0.0 --dict "${dict}" \
+      --bpe_model "${bpemodel}.model" "${decode_opts[@]}" --result_dir "${dir}/${x}"
     for mode in ${decode_modes}; do
       python tools/compute-wer.py --char=0 --v=1 "data/${x}/text" \
         "${dir}/${x}/${mode}/text" > "${dir}/${x}/${mode}/wer"
@@ -260,6 +291,10 @@ if run_stage 6; then
   fi
   python wenet/bin/export_jit.py --config "${dir}/train.yaml" --checkpoint "${decode_checkpoint}" \
     --output_file "${dir}/final.zip" --output_quant_file "${dir}/final_quant.zip"
+  # what transcribe.py / wenet.load_model read beside final.zip: a self-contained dir
+  cp "${dict}" "${dir}/units.txt"
+  cp "${bpemodel}.model" "${dir}/bpe.model"
+  if "${cmvn}"; then cp "${feat_dir}/${train_set}/global_cmvn" "${dir}/global_cmvn"; fi
   stage_done 6
 fi
 echo "run.sh: stages ${stage}-${stop_stage} finished in $(( $(date +%s) - run_start )) s"

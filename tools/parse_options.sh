@@ -21,6 +21,7 @@
 #   uint      a non-negative integer      posint   a positive integer
 #   int       an integer                  N..M     an integer from N to M
 #   a|b|c     one of the words            nonempty any non-empty string
+#   float     a decimal number (1, -0.5, .3, 2e-3)
 # Integers are stored in plain decimal (--nj 08 sets nj=8).
 #
 # "--config FILE" (or --config=FILE) reads FILE before the command-line options are
@@ -103,6 +104,9 @@ _po_set() {
       else
         _po_ok=false
       fi ;;
+    float)
+      _po_accepted="a number (e.g. 0.5, -1, 2e-3)"
+      [[ "${_po_v}" =~ ^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$ ]] || _po_ok=false ;;
     nonempty)
       _po_accepted="a non-empty value"
       [ -n "${_po_v}" ] || _po_ok=false ;;

@@ -180,3 +180,28 @@ def test_timestamps_are_torchaudio_forced_alignment(model_dir, tmp_path):
     words = [(r.key, w.word) for r in results for w in r.words]
     assert [tuple(line.split()[i] for i in (0, 4)) for line in ctm if line] == words
     assert sorted(p.name for p in (tmp_path / "srt").iterdir()) == [f"{k}.srt" for k in KEYS]
+
+
+def test_recognize_nbest_and_ctm_files_equal_transcribe(model_dir, tmp_path):
+    d = model_dir
+    mode = "attention_rescoring"
+    recognize_main(["--config", str(d / "train.yaml"), "--test_data", str(d / "wav.scp"),
+                    "--data_type", "scp", "--checkpoint", str(d / "avg_2.pt"),
+                    "--dict", str(d / "units.txt"), "--beam_size", "4", "--batch_size", "3",
+                    "--ctc_weight", "0.5", "--reverse_weight", "0.3", "--modes", mode,
+                    "--nbest", "3", "--timestamps", "--result_dir", str(tmp_path / "rec")])
+    out = _transcribe(d, tmp_path / "j", "--mode", mode, "--format", "json", "--nbest", "3",
+                      "--timestamps", "--checkpoint", str(d / "avg_2.pt"),
+                      "--ctm", str(tmp_path / "t.ctm"), str(d / "wav.scp"))
+    rows = {r["key"]: r for r in map(json.loads, out.read_text().splitlines())}
+    nbest = [json.loads(line) for line in (tmp_path / "rec" / mode / "nbest").read_text()
+             .splitlines()]
+    assert sorted(r["key"] for r in nbest) == KEYS
+    text = _text(tmp_path / "rec" / mode / "text")
+    for r in nbest:
+        assert [h["text"] for h in r["nbest"]] == [h["text"] for h in rows[r["key"]]["nbest"]]
+        assert [h["score"] for h in r["nbest"]] == pytest.approx(
+            [h["score"] for h in rows[r["key"]]["nbest"]], abs=1e-4)
+        assert r["nbest"][0]["text"] == text[r["key"]]
+    ctm = sorted((tmp_path / "rec" / mode / "ctm").read_text().splitlines())
+    assert ctm == sorted((tmp_path / "t.ctm").read_text().splitlines())

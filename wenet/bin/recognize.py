@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import time
+from dataclasses import asdict
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -40,7 +41,11 @@ from wenet.dataset.dataset import Dataset
 from wenet.dataset.fbank import FeatureConf
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.decode import MODES, DecodeOptions, check_modes, decode
+from wenet.decode.align import frame_shift_seconds
 from wenet.decode.context_graph import ContextGraph
+from wenet.decode.model_dir import LoadedModel
+from wenet.decode.recognizer import Recognizer
+from wenet.eval.timing_formats import ctm_lines
 from wenet.models import load_model
 from wenet.transformer.encoder import check_decoding_chunk_size
 from wenet.utils.file_utils import atomic_open, atomic_write_text, load_yaml, read_symbol_table
@@ -109,6 +114,10 @@ def get_parser() -> argparse.ArgumentParser:
                    help="WeNet 2.x raw output: pieces concatenated, no word splitting")
     p.add_argument("--simulate_streaming", action="store_true",
                    help="encode chunk by chunk with caches (batch size 1)")
+    p.add_argument("--nbest", type=int, default=1,
+                   help="> 1: also write <mode>/nbest (JSON lines: n-best with scores)")
+    p.add_argument("--timestamps", action="store_true",
+                   help="also write <mode>/ctm: word times from the CTC forced alignment")
     p.add_argument("--num_workers", type=int, default=0)
     return p
 
@@ -171,9 +180,26 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _write_extras(recognizer: Optional[Recognizer], batch: dict, options: DecodeOptions,
+                  extras: Dict[str, Dict[str, Any]], nbest: int) -> None:
+    """``--nbest`` / ``--timestamps``: each mode's n-best (JSON lines) and word times (CTM)
+    of the batch, through the Recognizer (which encodes the batch again: these outputs
+    are not part of the timing)."""
+    if recognizer is None:
+        return
+    for m, files in extras.items():
+        for r in recognizer.decode_batch(batch, m, nbest, "ctm" in files, options):
+            if "nbest" in files:
+                files["nbest"].write(json.dumps({"key": r.key, "nbest": [
+                    asdict(h) for h in r.nbest]}, ensure_ascii=False) + "\n")
+            if "ctm" in files:
+                files["ctm"].write("".join(line + "\n" for line in ctm_lines(r.key, r.words or [])))
+
+
 def _decode_all(args: argparse.Namespace, model: torch.nn.Module, loader: DataLoader,
                 tokenizer: Tokenizer, outs: Dict[str, Any], frame_shift_ms: float,
-                device: torch.device) -> _Totals:
+                device: torch.device, recognizer: Optional[Recognizer] = None,
+                extras: Optional[Dict[str, Dict[str, Any]]] = None) -> _Totals:
     """Encode each batch once, decode it in every mode, write its lines; sum the times."""
     modes, options = list(outs), decode_options(args, tokenizer)
     totals = _Totals(modes)
@@ -197,6 +223,7 @@ def _decode_all(args: argparse.Namespace, model: torch.nn.Module, loader: DataLo
                 for key, hyp in zip(batch["keys"], result.hyps):
                     text = tokenizer.decode(hyp, raw=args.raw_output, eos=model.eos)
                     outs[m].write(f"{key} {text}".rstrip() + "\n")
+            _write_extras(recognizer, batch, options, extras or {}, args.nbest)
             totals.audio_s += float(batch["feats_lengths"].sum()) * frame_shift_ms / 1000.0
             totals.utterances += len(batch["keys"])
             bar.update(len(batch["keys"]))
@@ -252,12 +279,28 @@ def recognize(args: argparse.Namespace) -> Dict[str, Any]:
     loader = DataLoader(dataset, batch_size=None, num_workers=args.num_workers)
     paths = {m: (os.path.join(args.result_dir, m, "text") if args.result_dir
                  else args.result_file) for m in modes}
+    recognizer = None
+    if args.nbest > 1 or args.timestamps:
+        feature_conf = FeatureConf.from_dataset_conf(conf)
+        recognizer = Recognizer(LoadedModel(
+            model, tokenizer, feature_conf, configs, False,
+            frame_shift_seconds(model.subsampling_rate(), frame_shift_ms),
+            os.path.dirname(args.config), args.checkpoint or "", device),
+            decoding_chunk_size=args.decoding_chunk_size,
+            num_decoding_left_chunks=args.num_decoding_left_chunks,
+            simulate_streaming=args.simulate_streaming)
     with contextlib.ExitStack() as stack:  # every text file appears whole, or not at all
-        outs = {}
+        outs: Dict[str, Any] = {}
+        extras: Dict[str, Dict[str, Any]] = {}
         for m, path in paths.items():
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             outs[m] = stack.enter_context(atomic_open(path))
-        totals = _decode_all(args, model, loader, tokenizer, outs, frame_shift_ms, device)
+            wanted = (["nbest"] if args.nbest > 1 else []) + (["ctm"] if args.timestamps else [])
+            extras[m] = {kind: stack.enter_context(atomic_open(
+                os.path.join(args.result_dir, m, kind) if args.result_dir else f"{path}.{kind}"))
+                for kind in wanted}
+        totals = _decode_all(args, model, loader, tokenizer, outs, frame_shift_ms, device,
+                             recognizer, extras)
     return _report(totals, modes, args.result_dir)
 
 

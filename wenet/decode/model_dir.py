@@ -12,8 +12,9 @@ Two layouts are accepted:
   ``global_cmvn`` beside it too, else at the ``cmvn_file`` path of ``train.yaml``
   (relative to the working directory or the dir's ancestors, as run.sh writes it).
 
-Files that are not in the dir can be named (``units``, ``bpe_model``): the experiment
-dirs of runs older than this layout keep them in ``data/lang_char``.
+Files that are not in the dir can be named (``units``, ``bpe_model``). An experiment dir
+whose stage 6 predates the copy finds them in the recipe's ``data/lang_char`` two levels
+up, when exactly one units file there has the model's ``output_dim`` entries.
 
 A scripted model is wrapped in :class:`ScriptedModel`, which offers what the decoding
 modes call on an eager model (``encode``, ``ctc_logprobs``, ``decoder``, ``sos``...),
@@ -36,7 +37,7 @@ from wenet.decode.align import frame_shift_seconds
 from wenet.models import load_model
 from wenet.train.checkpoint import epoch_checkpoints
 from wenet.transformer.encoder import check_decoding_chunk_size
-from wenet.utils.file_utils import load_yaml
+from wenet.utils.file_utils import load_yaml, read_symbol_table
 
 SCRIPT_NAME = "final.zip"
 CONFIG_NAME = "train.yaml"
@@ -114,14 +115,27 @@ def find_checkpoint(path: str) -> str:
                             f"{SCRIPT_NAME}")
 
 
-def _find_units(path: str) -> str:
-    """``units.txt`` of the dir, else its only ``*_units.txt``."""
+def _units_size(units: str) -> int:
+    """Entries of a units file (max id + 1), the model's ``output_dim``."""
+    return max(read_symbol_table(units).values()) + 1
+
+
+def _find_units(path: str, output_dim: Optional[int]) -> str:
+    """``units.txt`` of the dir, else its only ``*_units.txt``, else (an experiment dir of
+    this recipe whose stage 6 predates the copy) the only ``data/lang_char/*_units.txt``
+    two levels up whose size is the model's ``output_dim``."""
     exact = os.path.join(path, UNITS_NAME)
     if os.path.isfile(exact):
         return exact
     found = sorted(glob.glob(os.path.join(path, "*_units.txt")))
     if len(found) == 1:
         return found[0]
+    recipe = sorted(glob.glob(os.path.join(path, "..", "..", "data", "lang_char", "*_units.txt")))
+    fits = [u for u in recipe if output_dim is None or _units_size(u) == output_dim]
+    if len(fits) == 1:
+        logging.info("%s has no %s: using the recipe's %s", path, UNITS_NAME,
+                     os.path.normpath(fits[0]))
+        return os.path.normpath(fits[0])
     raise FileNotFoundError(
         f"{path}: no {UNITS_NAME} (run.sh stage 6 copies it there: ./run.sh --stage 6 "
         f"--stop_stage 6 --dir {path}; or name it, e.g. --dict data/lang_char/..._units.txt)")
@@ -137,6 +151,8 @@ def _find_bpe(path: str, units: str) -> Optional[str]:
     found = sorted(glob.glob(os.path.join(path, "*.model")))
     if len(found) == 1:
         return found[0]
+    if units.endswith("_units.txt") and os.path.isfile(units[:-len("_units.txt")] + ".model"):
+        return units[:-len("_units.txt")] + ".model"  # the recipe's data/lang_char pair
     with open(units, encoding="utf-8") as f:
         pieces = [line.split()[0] for line in f if line.strip()]
     if any(p.startswith("\u2581") and len(p) > 1 for p in pieces):
@@ -188,7 +204,7 @@ def load_model_dir(path: str, device: str = "cpu", checkpoint: Optional[str] = N
         raise FileNotFoundError(f"{path}: no {CONFIG_NAME} (the features and units of the "
                                 "model are read from it)")
     configs = load_yaml(config_path)
-    units = units or _find_units(path)
+    units = units or _find_units(path, configs.get("output_dim"))
     bpe_model = bpe_model or _find_bpe(path, units)
     tokenizer = Tokenizer(units, bpe_model)
     feature_conf = FeatureConf.from_config(configs, config_path)

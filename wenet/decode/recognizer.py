@@ -145,6 +145,7 @@ class Recognizer:
     batch_size: int = 16
     decoding_chunk_size: int = -1
     num_decoding_left_chunks: int = -1
+    simulate_streaming: bool = False
     context_score: float = 3.0
     last_stats: Optional[PipelineStats] = None
 
@@ -180,18 +181,21 @@ class Recognizer:
                 order.setdefault(key, len(order))
                 yield key, audio
         for batch in self._features(numbered(), stats):
-            results = self._decode_batch(batch, mode, nbest, timestamps, options)
+            results = self.decode_batch(batch, mode, nbest, timestamps, options)
             yield from sorted(results, key=lambda r: order[r.key])
         stats.log_summary()
 
     @torch.no_grad()
-    def _decode_batch(self, batch: dict, mode: str, nbest: int, timestamps: bool,
-                      options: DecodeOptions) -> List[Result]:
+    def decode_batch(self, batch: dict, mode: str, nbest: int, timestamps: bool,
+                     options: DecodeOptions) -> List[Result]:
+        """Results of one padded batch of the data pipeline (``keys``, ``feats``,
+        ``feats_lengths``), in batch order."""
         lm = self.loaded
         feats = batch["feats"].to(lm.device)
         lens = batch["feats_lengths"].to(lm.device)
         encoder_out, encoder_mask = lm.model.encode(
-            feats, lens, self.decoding_chunk_size, self.num_decoding_left_chunks)
+            feats, lens, self.decoding_chunk_size, self.num_decoding_left_chunks,
+            self.simulate_streaming)
         best, lists, ctx = decode_nbest(lm.model, encoder_out, encoder_mask, mode, options,
                                         nbest)
         shift_s = lm.feature_conf.frame_shift / 1000.0

@@ -65,7 +65,7 @@ def _idle(srv, timeout_s=5.0):
 
 def _session_objects():
     gc.collect()
-    return [o for o in gc.get_objects() if isinstance(o, StreamingRecognizer)]
+    return [o for o in gc.get_objects() if type(o) is StreamingRecognizer]
 
 
 def test_stream_alone_and_interleaved(loaded, expected, one_thread):

@@ -247,10 +247,12 @@ def scan_largest_batches(executor, loader: Iterable[Dict[str, Any]],
 
     Raises TrainingError naming the batch when it runs out of memory or needs more
     than ``memory_cap_mb``; ``advice`` says which config keys bound the batches.
-    RNG states are restored afterwards, so the run trains as it would have without.
+    RNG states and buffers (BatchNorm statistics) are restored afterwards, so the run
+    trains as it would have without the scan.
     """
     cpu_rng = torch.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+    buffers = {k: v.clone() for k, v in executor.module.named_buffers()}  # BatchNorm stats
     executor.model.train()
     needed: Dict[str, float] = {}
     try:
@@ -269,6 +271,9 @@ def scan_largest_batches(executor, loader: Iterable[Dict[str, Any]],
                 raise TrainingError(f"scan_oom: {what} needs {needed[kind]:.1f} MB, more than "
                                     f"the cap of {memory_cap_mb:g} MB; {advice}")
     finally:
+        with torch.no_grad():
+            for k, v in executor.module.named_buffers():
+                v.copy_(buffers[k])
         torch.set_rng_state(cpu_rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
@@ -323,6 +328,8 @@ class TrainingGuards:
         if self.diagnostics is None or not self.diagnostics.after_batch():
             return
         lines = self.diagnostics.report()
+        for handle in self.diagnostics.handles:  # modules may be shared (default arguments)
+            handle.remove()
         for line in lines:
             logging.info("%s", line)
         if executor.dist.rank == 0:

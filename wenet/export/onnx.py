@@ -42,6 +42,8 @@ OPSET = 17
 def _causal_conv_order(encoder: torch.nn.Module) -> int:
     """Input frames the encoder's causal convolutions keep from earlier chunks
     (kernel - 1), 0 when they are not causal or there are none."""
+    if hasattr(encoder, "streaming_cache_shapes"):  # an encoder with its own cache layout
+        return int(encoder.streaming_cache_shapes(encoder.chunk_multiple)[1][2])
     conv = getattr(encoder.encoders[0], "conv_module", None)
     return int(conv.lorder) if conv is not None else 0
 
@@ -50,6 +52,8 @@ def encoder_cache_shapes(model: torch.nn.Module, required_cache_size: int
                          ) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
     """Shapes of the fixed-size attention and convolution caches of ``model``'s encoder."""
     encoder = model.encoder
+    if hasattr(encoder, "streaming_cache_shapes"):  # the Zipformer packs its own caches
+        return encoder.streaming_cache_shapes(required_cache_size)
     attn = encoder.encoders[0].self_attn
     num_blocks = len(encoder.encoders)
     att_shape = (num_blocks, attn.h, required_cache_size, 2 * attn.d_k)
@@ -133,10 +137,11 @@ def encoder_metadata(model: torch.nn.Module, chunk_size: int,
     conv_order = _causal_conv_order(encoder)
     subsampling = int(model.subsampling_rate())
     right_context = int(model.right_context())
+    att_shape, _ = encoder_cache_shapes(model, chunk_size * left_chunks)
     meta = {
         "output_size": encoder.output_size(),
-        "num_blocks": len(encoder.encoders),
-        "head": encoder.encoders[0].self_attn.h,
+        "num_blocks": att_shape[0],  # the att_cache's dims 0 and 1: layers and heads
+        "head": att_shape[1],        # (the Zipformer packs its caches: 1 "head")
         "cnn_module_kernel": conv_order + 1 if conv_order > 0 else 0,
         "subsampling_rate": subsampling,
         "right_context": right_context,

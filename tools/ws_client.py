@@ -3,7 +3,7 @@
 
     tools/ws_client.py --url ws://127.0.0.1:10086 [--realtime] [--continuous] a.wav [b.wav ...]
 
-Each file (16 kHz, 16-bit mono) is sent in --chunk_ms messages, paced like a live
+Each file (resampled to 16 kHz mono 16-bit if it is not) is sent in --chunk_ms messages, paced like a live
 microphone with --realtime, else as fast as the server takes them. Partial results go to
 stderr as they arrive (with --verbose), each final result to stdout as ``file text``, or
 as one JSON line per final result with --json (n-best, word times, latency).
@@ -18,7 +18,7 @@ from wenet.serve.client import read_pcm16, stream_audio
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("wavs", nargs="+", help="16 kHz mono WAV files")
+    p.add_argument("wavs", nargs="+", help="audio files (other rates/channels: resampled)")
     p.add_argument("--url", default="ws://127.0.0.1:10086")
     p.add_argument("--realtime", action="store_true", help="send at the speed of speech")
     p.add_argument("--chunk_ms", type=float, default=100.0, help="audio per message")

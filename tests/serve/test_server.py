@@ -22,6 +22,7 @@ from websockets.asyncio.client import connect
 from tests.serve.conftest import CHUNK
 from tests.serve.server_thread import ServerThread
 from tests.serve.test_streaming import stream_text
+from wenet.dataset.audio import load_audio, resample, to_mono
 from wenet.decode.stream_state import EndpointRules
 from wenet.decode.streaming import StreamingOptions, StreamingRecognizer
 from wenet.serve.client import read_pcm16, stream_audio
@@ -269,7 +270,33 @@ def test_serve_cli_refuses_a_non_streaming_model(tmp_path, capsys):
     assert "not a streaming model" in capsys.readouterr().err
 
 
-def test_wav_with_other_rate_is_refused_by_the_client(tmp_path):
-    sf.write(tmp_path / "a.wav", np.zeros(800, dtype=np.int16), 8000)
-    with pytest.raises(ValueError, match="8000 Hz"):
-        read_pcm16(str(tmp_path / "a.wav"))
+def test_client_audio_is_16k_mono_pcm(model_dir, tmp_path):
+    """16-bit 16 kHz mono comes through sample for sample; other audio is mixed down and
+    resampled as training's pipeline does (same samples as wenet.dataset.audio)."""
+    pcm, _ = sf.read(model_dir / "u0.wav", dtype="int16")
+    assert read_pcm16(str(model_dir / "u0.wav")) == pcm.tobytes()
+    stereo = np.stack([pcm, pcm // 2], axis=1)
+    sf.write(tmp_path / "a.wav", stereo[::2], 8000, subtype="PCM_16")
+    got = np.frombuffer(read_pcm16(str(tmp_path / "a.wav")), dtype="<i2")
+    ref = resample(to_mono(load_audio(str(tmp_path / "a.wav"))[0]), 8000, 16000)[0].numpy()
+    assert np.array_equal(got, np.clip(np.round(ref * 32768), -32768, 32767).astype(np.int16))
+
+
+def test_ws_client_tool(model_dir, loaded, expected, one_thread):
+    """tools/ws_client.py prints ``file text`` per final result, the server's text."""
+    import os
+    import subprocess
+    import sys
+    from tests.common import REPO, TOOLS_DIR
+    wav = str(model_dir / "u2.wav")
+    env = {**os.environ, "PYTHONPATH": REPO}
+    with _serve(loaded) as srv:
+        run = subprocess.run([sys.executable, os.path.join(TOOLS_DIR, "ws_client.py"),
+                              "--url", srv.url, "--realtime", "--chunk_ms", "200", wav],
+                             capture_output=True, text=True, env=env, timeout=120)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout == f"{wav} {expected[2][1]}\n"
+        down = subprocess.run([sys.executable, os.path.join(TOOLS_DIR, "ws_client.py"),
+                               "--url", "ws://127.0.0.1:1", wav], capture_output=True,
+                              text=True, env=env, timeout=60)
+    assert down.returncode == 1 and "cannot reach ws://127.0.0.1:1" in down.stderr

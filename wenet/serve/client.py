@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
@@ -12,6 +13,7 @@ import numpy as np
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from wenet.dataset.audio import load_audio, resample, to_mono
 from wenet.serve.protocol import SAMPLE_RATE
 
 
@@ -44,15 +46,16 @@ class StreamResult:
 
 
 def read_pcm16(path: str) -> bytes:
-    """A 16 kHz mono WAV/FLAC as 16-bit PCM bytes (other rates or channels are refused:
-    the server takes 16 kHz mono only)."""
-    import soundfile as sf
-    pcm, rate = sf.read(path, dtype="int16", always_2d=True)
-    if rate != SAMPLE_RATE or pcm.shape[1] != 1:
-        raise ValueError(f"{path}: {rate} Hz, {pcm.shape[1]} channel(s); the client sends "
-                         f"{SAMPLE_RATE} Hz mono (convert it first, e.g. sox in.wav -r 16000 "
-                         "-c 1 out.wav)")
-    return np.ascontiguousarray(pcm[:, 0]).astype("<i2").tobytes()
+    """Audio that libsndfile reads (any rate, any channels) as 16 kHz mono 16-bit PCM bytes:
+    mixed down and resampled as the training pipeline does (``wenet.dataset.audio``), with
+    a log line; 16-bit 16 kHz mono audio comes through sample for sample."""
+    wav, rate = load_audio(path)
+    if wav.shape[0] != 1 or rate != SAMPLE_RATE:
+        logging.info("%s: %d Hz, %d channel(s) -> %d Hz mono", path, rate, wav.shape[0],
+                     SAMPLE_RATE)
+        wav = resample(to_mono(wav), rate, SAMPLE_RATE)
+    pcm = np.clip(np.round(wav[0].numpy() * 32768.0), -32768, 32767).astype("<i2")
+    return pcm.tobytes()
 
 
 async def stream_audio(url: str, pcm: bytes, chunk_ms: float = 100.0, realtime: bool = False,

@@ -8,8 +8,9 @@ that ``recognize.py`` gives it. Each batch is encoded once and decoded by
 :func:`wenet.decode.nbest.decode_nbest` (the registered search of the mode, plus its
 n-best and scores). With ``timestamps`` each result also carries per-token and per-word
 times and confidences: the CTC forced alignment of the chosen hypothesis
-(``wenet.decode.align``); for a transducer without a CTC head, the frames on which the
-greedy search emitted each token (see :func:`transducer_spans`).
+(``wenet.decode.align``); for a transducer without a CTC head, the frames that emit
+each token on the best path of the hypothesis through the joint's lattice
+(:func:`transducer_spans`).
 
 Audio that cannot be read, or is shorter than one fbank window, is skipped, logged by
 key and counted (``Recognizer.last_stats``); its key has no result.
@@ -235,17 +236,75 @@ class Recognizer:
         model = self.loaded.model
         if not ids:
             return []
-        if getattr(model, "ctc", None) is not None:
+        if _has_ctc_head(model):
             log_probs = ctx.ctc_logprobs[b, :frames]
             path = ctc_forced_align(log_probs, ids, 0)
             return token_spans(path, log_probs, 0)
         return transducer_spans(model, ctx.encoder_out[b:b + 1, :frames], ids)
 
 
+def _has_ctc_head(model: Any) -> bool:
+    """Whether timestamps come from the CTC head: every attention model has one; a
+    transducer only when trained with ``ctc_weight`` > 0."""
+    if not hasattr(model, "forward_joint_step"):
+        return True
+    return float(getattr(model, "ctc_weight", 0.0)) > 0
+
+
+def rnnt_viterbi_frames(log_probs: torch.Tensor, tokens: Sequence[int], blank: int) -> List[int]:
+    """The frame on which each token is emitted on the best path of the transducer lattice.
+
+    ``log_probs[t, u]`` (T, U + 1, V) are the joint's log-probabilities at frame ``t``
+    after ``u`` tokens. A path moves from (t, u) by a blank to (t + 1, u) or by token
+    ``u + 1`` to (t, u + 1), starts at (0, 0) and ends with the blank from (T - 1, U);
+    with ``a[t, u]`` the best score of reaching (t, u),
+    ``a[t, u] = max(a[t - 1, u] + blank(t - 1, u), a[t, u - 1] + emit(t, u - 1))``.
+    """
+    lp = log_probs.detach().double().cpu()
+    T, U = lp.size(0), len(tokens)
+    if T == 0:
+        raise AlignmentError("too few frames", "no encoder frame")
+    blank_lp = lp[:, :, blank].numpy()
+    emit_lp = np.stack([lp[:, u, tokens[u]].numpy() for u in range(U)], axis=1) \
+        if U else np.zeros((T, 0))
+    alpha = np.full((T, U + 1), -np.inf)
+    came_by_token = np.zeros((T, U + 1), dtype=bool)
+    for t in range(T):
+        for u in range(U + 1):
+            stay = 0.0 if t == 0 and u == 0 else (
+                alpha[t - 1, u] + blank_lp[t - 1, u] if t > 0 else -np.inf)
+            move = alpha[t, u - 1] + emit_lp[t, u - 1] if u > 0 else -np.inf
+            alpha[t, u], came_by_token[t, u] = (move, True) if move > stay else (stay, False)
+    if not np.isfinite(alpha[T - 1, U]):
+        raise AlignmentError("no valid path", f"{U} tokens in {T} frames")
+    frames, t, u = [0] * U, T - 1, U
+    while u > 0:
+        if came_by_token[t, u]:
+            frames[u - 1] = t
+            u -= 1
+        else:
+            t -= 1
+    return frames
+
+
 def transducer_spans(model: Any, encoder_out: torch.Tensor, ids: List[int]) -> List[TokenSpan]:
-    """Token spans of a transducer hypothesis from the frames that emit it: the hypothesis
-    is forced through the joint frame by frame (each token emitted on the frame where
-    the joint puts it first among the non-blank outputs after the previous token's
-    frame, else on the last frame), and a token spans from its frame to the next
-    token's frame. Confidence: the token's probability at its frame."""
-    raise AlignmentError("transducer timestamps", "not available for this model")
+    """Token spans of a transducer hypothesis from the frames that emit it: the best path of
+    the hypothesis through the joint's lattice (:func:`rnnt_viterbi_frames`); a token spans
+    its emitting frame, its confidence is its probability there."""
+    blank = model.blank_symbol()
+    state = model.predictor_init_state(1)
+    preds = []
+    token = torch.tensor([blank], device=encoder_out.device)
+    for nxt in [None] + list(ids):
+        if nxt is not None:
+            token = torch.tensor([nxt], device=encoder_out.device)
+        pred, state = model.forward_predictor_step(token, state)
+        preds.append(pred[0])
+    enc = model.project_encoder(encoder_out[0])  # (T, J)
+    T, U1 = enc.size(0), len(preds)
+    pred = torch.stack(preds)  # (U + 1, J)
+    logits = model.forward_joint_step(enc.repeat_interleave(U1, 0), pred.repeat(T, 1))
+    log_probs = torch.log_softmax(logits.float(), dim=-1).view(T, U1, -1)
+    frames = rnnt_viterbi_frames(log_probs, ids, blank)
+    return [TokenSpan(tok, t, t + 1, float(log_probs[t, u, tok].exp()))
+            for u, (tok, t) in enumerate(zip(ids, frames))]

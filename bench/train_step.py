@@ -16,26 +16,38 @@ step times) is printed (goal: <= 10 %).
 ``--override_config "key.sub value"`` (repeatable, as in train.py) changes every
 benchmarked config, e.g. to compare front ends:
 ``--override_config "encoder_conf.input_layer conv2d" --override_config "encoder_conf.subsampling_channels 0"``.
+
+``--compare REV`` (issue 19) times another revision against the working tree instead:
+
+    . ./path.sh && python bench/train_step.py --compare c47cba8 [--rounds 3] [--profile]
+
+REV is checked out in a temporary ``git worktree``; each side runs in its own worker
+process that imports its own ``wenet`` (the package layout differs between revisions).
+Both build conf/bench_wenet_small_conformer.yaml (WeNet 2.2.1's small conformer,
+4,725,012 parameters with the default vocabulary of 258) with the same initial weights
+(REV's state dict, loaded by the working tree's model), check that the eval-mode loss and
+gradients of the first batch agree, and then take turns (old, new, old, new, ...) on the
+same static batches of 16 utterances of speechocean762's train set (fbank of a random
+sort window of 500 utterances sorted by length; synthetic fbank without the corpus).
+A step is forward, backward, gradient clipping and each side's own optimizer. The new
+side sets itself up as wenet/bin/train.py does (``wenet.train.setup.tune_host_memory``
+when it exists; ``--compile``: ``wenet.train.setup.compile_model``). Printed: audio
+seconds per second of each side per round, their ratio, the median over the rounds, and
+the same per CPU second of the worker (steadier on a shared machine); ``--profile [N]``
+adds the top N operators of each side (torch.profiler, self CPU time).
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import statistics
+import sys
 import tempfile
 import time
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import torch
-
-from wenet.models import init_model
-from wenet.train.executor import Executor
-from wenet.train.model_average import ModelAverager
-from wenet.train.optim import build_optimizer
-from wenet.train.progress import StepTimes
-from wenet.train.scheduler import build_scheduler
-from wenet.train.setup import DistInfo, TrainConf, input_dim_of, override_config, seed_everything
-from wenet.utils.file_utils import load_yaml
 
 
 def synthetic_batches(n: int, batch_size: int, frames: int, dim: int, vocab: int,
@@ -75,6 +87,15 @@ def bench_config(path: str, steps: int, batch_size: int, frames: int, vocab: int
                  overrides: List[str]) -> None:
     """Alternate bare and Executor steps on the same batches (so load from other processes
     hits both alike) and compare median step times."""
+    from wenet.models import init_model
+    from wenet.train.executor import Executor
+    from wenet.train.model_average import ModelAverager
+    from wenet.train.optim import build_optimizer
+    from wenet.train.progress import StepTimes
+    from wenet.train.scheduler import build_scheduler
+    from wenet.train.setup import DistInfo, TrainConf, input_dim_of, override_config, seed_everything
+    from wenet.utils.file_utils import load_yaml
+
     configs = override_config(load_yaml(path), overrides)
     configs.update(input_dim=input_dim_of(configs), output_dim=vocab, cmvn_file=None,
                    accum_grad=1, save_interval=0)
@@ -127,6 +148,270 @@ def bench_config(path: str, steps: int, batch_size: int, frames: int, vocab: int
           f"{100.0 * (loop_min - bare_min) / bare_min:+.1f} % (fastest step)")
 
 
+
+# ------------------------------------------------------------------ --compare REV
+# Two worker processes, one per source tree (the old layout's imports differ, so each side
+# imports its own ``wenet`` in its own interpreter), take turns on identical batches.
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPLY = "@@reply "
+
+
+def _side_api():
+    """init_model and build_optimizer of whichever layout is on sys.path."""
+    try:
+        from wenet.models import init_model
+        from wenet.train.optim import build_optimizer
+    except ImportError:  # the layout before the redesign (c47cba8)
+        from wenet.utils.init_model import init_model
+        from wenet.utils.train_utils import build_optimizer
+    return init_model, build_optimizer
+
+
+def _worker_step(model, opt, batch, grad_clip: float) -> float:
+    """forward, backward, clip, Adam step; seconds."""
+    start = time.perf_counter()
+    out = model(batch["feats"], batch["feats_lengths"], batch["target"], batch["target_lengths"])
+    out["loss"].backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return time.perf_counter() - start
+
+
+def _worker_check(model, batch, path: str) -> Dict[str, float]:
+    """Eval-mode (no dropout) loss and gradients of one batch, saved to ``path``."""
+    model.eval()
+    out = model(batch["feats"], batch["feats_lengths"], batch["target"], batch["target_lengths"])
+    out["loss"].backward()
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    model.train()
+    torch.save({"loss": out["loss"].detach(), "grads": grads}, path)
+    return {"loss": float(out["loss"].detach())}
+
+
+def _profile(model, opt, batches, grad_clip: float, rows: int) -> str:
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for batch in batches:
+            _worker_step(model, opt, batch, grad_clip)
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+
+
+def _cpu_model() -> str:
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def worker(args) -> None:
+    """Serve the parent's commands (one JSON line each on stdin) with this tree's wenet."""
+    import json
+    torch.set_num_threads(args.threads)
+    logging.basicConfig(level=logging.WARNING)
+    init_model, build_optimizer = _side_api()
+    try:  # what wenet/bin/train.py does first (absent in older revisions)
+        from wenet.train.setup import tune_host_memory
+    except ImportError:
+        tune_host_memory = None
+    if tune_host_memory is not None and not args.no_tune_memory:
+        tune_host_memory()
+    with open(args.worker_conf) as f:
+        configs = json.load(f)
+    batches = torch.load(args.worker_batches)
+    model = opt = None
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        reply: Dict[str, object] = {}
+        if cmd["op"] == "build":
+            torch.manual_seed(0)
+            model = init_model(configs)
+            if cmd.get("load"):
+                model.load_state_dict(torch.load(cmd["load"]))
+            if cmd.get("save"):
+                torch.save(model.state_dict(), cmd["save"])
+            if args.compile:
+                from wenet.train.setup import compile_model
+                model = compile_model(model)
+            model.train()
+            opt = build_optimizer(model.parameters(), configs.get("optim", "adam"),
+                                  configs.get("optim_conf", {"lr": 0.001}))
+            reply = {"params": sum(p.numel() for p in model.parameters())}
+        elif cmd["op"] == "check":
+            reply = _worker_check(model, batches[0], cmd["path"])
+        elif cmd["op"] == "run":
+            torch.manual_seed(cmd.get("seed", 0))
+            cpu = time.process_time()
+            reply = {"times": [_worker_step(model, opt, b, configs.get("grad_clip", 5.0))
+                               for b in batches[:cmd.get("n", len(batches))]],
+                     "cpu": time.process_time() - cpu}
+        elif cmd["op"] == "profile":
+            reply = {"table": _profile(model, opt, batches, configs.get("grad_clip", 5.0), cmd["rows"])}
+        print(REPLY + json.dumps(reply), flush=True)
+
+
+class _Side:
+    """A worker process over the source tree ``root``."""
+
+    def __init__(self, name: str, root: str, tmp: str, threads: int, flags: Tuple[str, ...] = ()) -> None:
+        import subprocess
+        self.name = name
+        env = dict(os.environ, PYTHONPATH=root)
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--threads", str(threads),
+               "--worker_conf", os.path.join(tmp, "conf.json"),
+               "--worker_batches", os.path.join(tmp, "batches.pt")] + list(flags)
+        self.proc = subprocess.Popen(cmd, cwd=root, env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+
+    def call(self, **cmd) -> Dict[str, object]:
+        import json
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+        for line in self.proc.stdout:
+            if line.startswith(REPLY):
+                return json.loads(line[len(REPLY):])
+            print(f"  [{self.name}] {line}", end="")
+        raise RuntimeError(f"{self.name} worker died (rc {self.proc.wait()})")
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def corpus_batches(corpus: str, n_batches: int, batch_size: int, vocab: int, seed: int,
+                   window: int = 500) -> List[Dict[str, object]]:
+    """Static batches of ``batch_size`` from a Kaldi data dir as the pipeline makes them
+    (a random sort window of ``window`` utterances, sorted by length), ``n_batches`` of
+    them spread over the window's lengths; fbank without dither, normalised with the
+    batches' own global mean/std; characters as targets."""
+    import random
+    from wenet.dataset.audio import load_audio, resample, to_mono
+    from wenet.dataset.fbank import compute_fbank
+    from wenet.utils.file_utils import read_kaldi_map
+    scp = read_kaldi_map(os.path.join(corpus, "train", "wav.scp"))
+    text = read_kaldi_map(os.path.join(corpus, "train", "text"), allow_empty_value=True)
+    keys = random.Random(seed).sample(sorted(scp), min(window, len(scp)))
+    chars = sorted(set("".join(text.values())))
+    if len(chars) + 2 > vocab - 1:
+        raise ValueError(f"{len(chars)} characters do not fit a vocabulary of {vocab}")
+    utts = []
+    for k in keys:
+        wav, rate = load_audio(os.path.join(corpus, scp[k]))
+        wav = resample(to_mono(wav), rate, 16000)
+        ids = [chars.index(c) + 2 for c in text.get(k, "").strip()] or [2]
+        utts.append((compute_fbank(wav, 16000), torch.tensor(ids)))
+    utts.sort(key=lambda u: u[0].size(0))
+    groups = [utts[i:i + batch_size] for i in range(0, len(utts) - batch_size + 1, batch_size)]
+    step = max(1, len(groups) // n_batches)
+    groups = groups[::step][:n_batches]
+    allf = torch.cat([f for g in groups for f, _ in g])
+    mean, std = allf.mean(0), allf.std(0)
+    return [_pad_batch([((f - mean) / std, t) for f, t in g], i) for i, g in enumerate(groups)]
+
+
+def _pad_batch(utts, index: int) -> Dict[str, object]:
+    feats = torch.nn.utils.rnn.pad_sequence([f for f, _ in utts], batch_first=True)
+    target = torch.nn.utils.rnn.pad_sequence([t for _, t in utts], batch_first=True, padding_value=-1)
+    return {"keys": [f"b{index}u{i}" for i in range(len(utts))], "feats": feats,
+            "feats_lengths": torch.tensor([f.size(0) for f, _ in utts]), "target": target,
+            "target_lengths": torch.tensor([t.size(0) for _, t in utts])}
+
+
+def _grad_check(tmp: str) -> None:
+    """Largest relative difference of loss and gradients between the two sides."""
+    a, b = torch.load(os.path.join(tmp, "old.check.pt")), torch.load(os.path.join(tmp, "new.check.pt"))
+    missing = set(a["grads"]) ^ set(b["grads"])
+    worst = max((float((a["grads"][n] - b["grads"][n]).norm() / a["grads"][n].norm().clamp(min=1e-30)), n)
+                for n in a["grads"] if n in b["grads"])
+    loss_rel = float((a["loss"] - b["loss"]).abs() / a["loss"].abs())
+    print(f"same numbers (eval-mode loss and gradients of batch 0): loss {float(a['loss']):.6f} vs "
+          f"{float(b['loss']):.6f} (rel {loss_rel:.1e}); worst gradient rel. diff {worst[0]:.1e} "
+          f"({worst[1]}){'; params only on one side: ' + str(sorted(missing)) if missing else ''}")
+
+
+def compare(args) -> None:
+    """Time REV (a temporary git worktree) and the working tree alternately on the same batches."""
+    import json
+    import subprocess
+    from wenet.train.setup import input_dim_of, override_config
+    from wenet.utils.file_utils import load_yaml
+    configs = override_config(load_yaml(args.compare_config), args.override_config)
+    configs.update(input_dim=input_dim_of(configs), output_dim=args.vocab, cmvn_file=None)
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = os.path.join(tmp, "tree")
+        subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", "-q", tree, args.compare],
+                       check=True)
+        try:
+            _compare_in(args, configs, tmp, tree)
+        finally:
+            subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", tree], check=False)
+
+
+def _compare_in(args, configs, tmp: str, tree: str) -> None:
+    import json
+    with open(os.path.join(tmp, "conf.json"), "w") as f:
+        json.dump(configs, f)
+    if os.path.isdir(args.corpus):
+        batches = corpus_batches(args.corpus, args.batches, args.batch_size, args.vocab, seed=0)
+        source = args.corpus
+    else:
+        batches = synthetic_batches(args.batches, args.batch_size, args.frames, configs["input_dim"], args.vocab)
+        source = "synthetic fbank"
+    torch.save(batches, os.path.join(tmp, "batches.pt"))
+    frames = sum(int(b["feats_lengths"].sum()) for b in batches)
+    padded = sum(b["feats"].shape[0] * b["feats"].shape[1] for b in batches)
+    audio_s = frames * 0.01
+    print(f"{len(batches)} batches of {args.batch_size} from {source}: {audio_s:.1f} s of audio, "
+          f"{100 * (1 - frames / padded):.1f} % padding; config {args.compare_config}; "
+          f"{args.threads} thread(s) per side")
+    flags = (("--compile",) if args.compile else ()) + (("--no_tune_memory",) if args.no_tune_memory else ())
+    old = _Side(f"old {args.compare}", tree, tmp, args.threads)
+    new = _Side("new", REPO, tmp, args.threads, flags)
+    try:
+        p_old = old.call(op="build", save=os.path.join(tmp, "init.pt"))["params"]
+        p_new = new.call(op="build", load=os.path.join(tmp, "init.pt"))["params"]
+        print(f"parameters: old {p_old:,}, new {p_new:,} (same initial weights)")
+        old.call(op="check", path=os.path.join(tmp, "old.check.pt"))
+        new.call(op="check", path=os.path.join(tmp, "new.check.pt"))
+        _grad_check(tmp)
+        for side in (old, new):  # warm-up (and torch.compile's compilation)
+            start = time.perf_counter()
+            side.call(op="run", n=args.warmup)
+            print(f"warm-up {side.name}: {time.perf_counter() - start:.1f} s for {args.warmup} step(s)")
+        _alternate(args, old, new, audio_s)
+        if args.profile:
+            for side in (old, new):
+                print(f"\ntop operators, {side.name} (self CPU time, one pass over the batches):")
+                print(side.call(op="profile", rows=args.profile)["table"])
+    finally:
+        old.close()
+        new.close()
+
+
+def _alternate(args, old: _Side, new: _Side, audio_s: float) -> None:
+    """Rounds of (old, new); audio seconds per wall-clock second, and per CPU second of the
+    worker (steadier on a loaded machine: time spent waiting for a core is not counted)."""
+    ratios, cpu_ratios = [], []
+    speeds: Dict[str, List[float]] = {old.name: [], new.name: []}
+    for r in range(args.rounds):
+        cpu = {}
+        for side in (old, new):
+            res = side.call(op="run", seed=r)
+            speeds[side.name].append(audio_s / sum(res["times"]))
+            cpu[side.name] = audio_s / res["cpu"]
+        ratios.append(speeds[new.name][-1] / speeds[old.name][-1])
+        cpu_ratios.append(cpu[new.name] / cpu[old.name])
+        print(f"round {r + 1}: old {speeds[old.name][-1]:.2f}, new {speeds[new.name][-1]:.2f} "
+              f"audio s/s, ratio {ratios[-1]:.3f} (per CPU second: old {cpu[old.name]:.2f}, "
+              f"new {cpu[new.name]:.2f}, ratio {cpu_ratios[-1]:.3f})", flush=True)
+    print(f"median over {args.rounds} alternations: old {statistics.median(speeds[old.name]):.2f}, "
+          f"new {statistics.median(speeds[new.name]):.2f} audio s/s; "
+          f"ratio new/old {statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f}); "
+          f"per CPU second {statistics.median(cpu_ratios):.3f}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--configs", nargs="+",
@@ -139,7 +424,32 @@ def main() -> None:
                    help="torch threads (1: steadier figures on a shared machine)")
     p.add_argument("--override_config", action="append", default=[],
                    help='"key.sub value" applied to every config (value read as YAML); repeatable')
+    p.add_argument("--compare", metavar="REV",
+                   help="time REV (a git worktree) against the working tree, alternately")
+    p.add_argument("--compare_config", default="conf/bench_wenet_small_conformer.yaml")
+    p.add_argument("--corpus", default=os.path.join(REPO, "..", "shared", "corpora", "speechocean762"),
+                   help="Kaldi corpus dir with train/{wav.scp,text}; synthetic fbank when absent")
+    p.add_argument("--batches", type=int, default=6, help="--compare: batches per round")
+    p.add_argument("--rounds", type=int, default=3, help="--compare: alternations (old, new)")
+    p.add_argument("--warmup", type=int, default=1, help="--compare: untimed steps per side first")
+    p.add_argument("--compile", action="store_true", help="--compare: torch.compile the new side")
+    p.add_argument("--profile", type=int, nargs="?", const=25, default=0,
+                   help="--compare: print the top N operators of each side (torch.profiler)")
+    p.add_argument("--no_tune_memory", action="store_true",
+                   help="--compare: the new side leaves the allocator as it is")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--worker_conf", help=argparse.SUPPRESS)
+    p.add_argument("--worker_batches", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.worker:
+        return worker(args)
+    if args.compare:
+        if "--batch_size" not in sys.argv:
+            args.batch_size = 16  # the issue's static batch
+        if "--vocab" not in sys.argv:
+            args.vocab = 258  # 4,725,012 parameters, as WeNet's small conformer
+        print(f"torch {torch.__version__}, CPU: {_cpu_model()}")
+        return compare(args)
     torch.set_num_threads(args.threads)
     logging.basicConfig(level=logging.WARNING)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU")

@@ -3,6 +3,7 @@ API; run.sh's stage-5 options are type-checked before anything runs."""
 import json
 import os
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -126,3 +127,11 @@ def test_run_sh_accepts_numbers_in_every_form():
                         "--stage", "5", "--stop_stage", "4"], cwd=REPO, capture_output=True,
                        text=True)
     assert r.returncode == 1 and "--stage 5 is after --stop_stage 4" in r.stderr
+
+
+def test_import_wenet_stays_light():
+    code = "import sys, wenet; assert 'torch' not in sys.modules, 'torch imported'; " \
+           "assert callable(wenet.load_model)"
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": REPO})
+    assert r.returncode == 0, r.stderr

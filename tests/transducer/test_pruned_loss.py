@@ -215,3 +215,19 @@ def test_model_pruned_loss_blend_and_options():
             init_model(_config(transducer_loss="pruned", **bad))
     with pytest.raises(ValueError, match="transducer_loss"):
         init_model(_config(transducer_loss="prunned"))
+
+
+@pytest.mark.parametrize("full,pruned", [
+    ("train_conformer_rnnt.yaml", "train_conformer_rnnt_pruned.yaml"),
+    ("train_conformer_rnnt_speechocean762.yaml", "train_conformer_rnnt_pruned_speechocean762.yaml")])
+def test_pruned_configs_differ_from_full_ones_by_the_loss_only(full, pruned):
+    import os
+    from tests.common import CONF_DIR
+    from wenet.models import init_model
+    from wenet.utils.file_utils import load_yaml
+    a, b = (load_yaml(os.path.join(CONF_DIR, name)) for name in (full, pruned))
+    extra = {k: b["model_conf"].pop(k) for k in list(b["model_conf"]) if k not in a["model_conf"]}
+    assert extra["transducer_loss"] == "pruned" and a == b
+    b["model_conf"].update(extra)
+    model = init_model(dict(b, input_dim=80, output_dim=50, cmvn_file=None))
+    assert model.transducer_loss == "pruned" and model.prune_range == extra["prune_range"]

@@ -1,10 +1,12 @@
-"""Transducer searches: batched greedy search (multi-blank aware) and modified beam search.
+"""Transducer searches, both batched and multi-blank aware: greedy search and modified
+beam search (one joint call per frame for all hypotheses of all utterances).
 
 ``model`` is anything with the transducer decoding interface (an eager
 TransducerModel or its TorchScript export): ``project_encoder``,
 ``predictor_init_state``, ``forward_predictor_step``, ``forward_joint_step``,
 ``blank_symbol``, ``big_blank_ids``, ``big_blank_durations``.  Scores are sums
-of the joint's log-softmax over the transitions taken.
+of the joint's log-softmax over the transitions taken (plus hotword bonuses when
+the beam search is given a context graph).
 """
 from __future__ import annotations
 

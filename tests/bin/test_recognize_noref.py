@@ -1,6 +1,7 @@
 """Recognition never depends on references: an utterance whose transcript is valid, empty,
 missing or out of vocabulary decodes to the same text; wav.scp and plain file lists (no text
-at all) decode too; unreadable audio is skipped by key and counted, the rest still decoded."""
+at all) decode too; unreadable or too short audio is skipped by key and counted, the rest
+still decoded."""
 import io
 import json
 import logging
@@ -114,8 +115,10 @@ def test_unreadable_audio_is_skipped_by_key_and_counted(setup, tmp_path, caplog)
     d = setup
     valid = _recognize(d, _raw_list(d, tmp_path / "valid.list", lambda k: "abc"), tmp_path / "v")
     (tmp_path / "garbage.wav").write_bytes(b"not audio at all" * 10)
+    sf.write(tmp_path / "short.wav", np.zeros(100, dtype=np.float32), 16000)  # < one window
     scp = tmp_path / "wav.scp"
     scp.write_text(f"bad1 {tmp_path / 'nonexistent.wav'}\n"
+                   + f"short {tmp_path / 'short.wav'}\n"
                    + "".join(f"{k} {d / (k + '.wav')}\n" for k in KEYS[:2])
                    + f"bad2 {tmp_path / 'garbage.wav'}\n"
                    + "".join(f"{k} {d / (k + '.wav')}\n" for k in KEYS[2:]))
@@ -125,5 +128,7 @@ def test_unreadable_audio_is_skipped_by_key_and_counted(setup, tmp_path, caplog)
     warnings = [r.getMessage() for r in caplog.records if "audio_decode_error" in r.getMessage()]
     assert any("utterance bad1" in w for w in warnings)
     assert any("utterance bad2" in w for w in warnings)
+    assert any("utterance short" in r.getMessage() and "shorter_than_window" in r.getMessage()
+               for r in caplog.records)
     summary = [r.getMessage() for r in caplog.records if "delivered" in r.getMessage()]
-    assert summary and "skipped 2" in summary[-1] and "audio_decode_error=2" in summary[-1]
+    assert summary and "skipped 3" in summary[-1] and "audio_decode_error=2" in summary[-1]

@@ -3,7 +3,11 @@
 One encoder pass per batch feeds every requested mode (``wenet.decode.decode``).
 ``--mode M --result_file F`` writes one file (WeNet 2.x); ``--modes "M1 M2 ..."
 --result_dir D`` writes ``D/<mode>/text`` for each (what run.sh stage 5 uses).
-Lines are ``key text``.
+Lines are ``key text``. Transcripts are never needed: a data.list line without text (or
+with empty or out-of-vocabulary text) decodes like any other, and ``--data_type scp``
+reads a wav.scp or a list of audio files. ``--nbest N`` also writes ``<mode>/nbest``
+(JSON lines, the N best with scores), ``--timestamps`` ``<mode>/ctm`` (word times);
+with ``--result_file F`` these are ``F.nbest`` and ``F.ctm``.
 
 Timing, per mode: the encoder runs once per batch and counts in full for every
 mode, not apportioned. Work several modes share (the CTC log-softmax; the CTC

@@ -124,7 +124,8 @@ def fbank(samples: Iterable[Sample], stats: PipelineStats, rng: random.Random,
     for s in samples:
         wav, rate = s.pop("wav"), s["sample_rate"]
         if wav.size(1) < int(rate * conf.frame_length / 1000):
-            stats.count("shorter_than_window")
+            stats.warn("shorter_than_window", f"utterance {s['key']} ({s['src']}): "
+                       f"{wav.size(1)} samples, shorter than one fbank window")
             continue
         if conf.dither > 0:
             with torch.random.fork_rng(devices=[]):

@@ -171,6 +171,9 @@ class Recognizer:
                      context_list: Optional[Sequence[str]] = None) -> Iterator[Result]:
         """Results of ``(key, audio)`` pairs as batches finish, in input order."""
         options = self.options
+        if self.loaded.scripted and mode == "attention":
+            raise ValueError("mode attention needs the decoder's incremental step, which "
+                             "final.zip does not export: load the checkpoint instead")
         if context_list:
             graph = context_graph_of(context_list, self.loaded.tokenizer, self.context_score)
             options = replace(options, context_graph=graph)

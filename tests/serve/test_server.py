@@ -23,6 +23,7 @@ from tests.serve.conftest import CHUNK
 from tests.serve.server_thread import ServerThread
 from tests.serve.test_streaming import stream_text
 from wenet.dataset.audio import load_audio, resample, to_mono
+from wenet.decode.context_graph import ContextGraph
 from wenet.decode.stream_state import EndpointRules
 from wenet.decode.streaming import StreamingOptions, StreamingRecognizer
 from wenet.serve.client import read_pcm16, stream_audio
@@ -82,6 +83,13 @@ def test_stream_alone_and_interleaved(loaded, expected, one_thread):
         both = asyncio.run(together())
         assert [r.text for r in both] == [expected[0][1], expected[1][1]]
         assert all(r.first("partial_result") is not None for r in both)
+        # hotwords of the start message: as decoding with their context graph
+        pcm = expected[0][0]
+        graph = ContextGraph([loaded.tokenizer.encode("bf")[0]], 5.0)
+        direct = stream_text(loaded, pcm, OPTIONS, np.random.default_rng(0), context_graph=graph)
+        res = asyncio.run(stream_audio(srv.url, pcm, start={"hotwords": ["bf"],
+                                                            "hotword_score": 5.0}))
+        assert res.text == direct[0]
     assert _session_objects() == []
 
 
@@ -114,6 +122,9 @@ BAD_CLIENTS = [  # (what the client sends, part of the error message, close code
     ([json.dumps({"signal": "end"})], "end signal without a running stream", 1008),
     ([START, START], "start signal while a stream is running", 1008),
     ([json.dumps({"signal": "pause"})], "unknown signal 'pause'", 1008),
+    ([json.dumps({"signal": "start", "hotwords": ["xyz"]})], "units the model does not know",
+     1008),
+    ([json.dumps({"signal": "start", "hotwords": "ab"})], '"hotwords" must be a list', 1008),
     ([START], "idle timeout", 1008),  # then nothing for idle_timeout_s
 ]
 

@@ -9,6 +9,7 @@ import torch
 from tests.serve.conftest import CHUNK, synth_audio
 from wenet.bin.recognize import main as recognize_main
 from wenet.dataset.fbank import FeatureConf, compute_fbank
+from wenet.decode.context_graph import ContextGraph
 from wenet.decode.ctc import ctc_prefix_beam_search
 from wenet.decode.stream_state import CtcPrefixBeamState, IncrementalFbank
 from wenet.decode.streaming import StreamingOptions, StreamingRecognizer
@@ -56,32 +57,35 @@ def test_incremental_fbank_equals_whole(conf):
                 assert torch.equal(got[i:i + 1], compute_fbank(own, 16000, **kwargs)), i
 
 
-@pytest.mark.parametrize("skip", [0.999, None])
-def test_carried_prefix_beam_equals_whole(skip):
+@pytest.mark.parametrize("skip,hotwords", [(0.999, False), (None, False), (0.999, True)])
+def test_carried_prefix_beam_equals_whole(skip, hotwords):
     torch.manual_seed(3)
     logits = torch.randn(1, 57, 7) * 3
     logits[:, ::3, 0] += 8  # confident blanks, so that blank skipping happens
     logprobs = logits.log_softmax(-1)
-    ref = ctc_prefix_beam_search(logprobs, torch.tensor([57]), 4, blank_skip_threshold=skip)[0]
-    state = CtcPrefixBeamState(4, blank_skip_threshold=skip)
+    graph = ContextGraph([[2, 3], [5, 1, 5]], 2.0) if hotwords else None
+    ref = ctc_prefix_beam_search(logprobs, torch.tensor([57]), 4, blank_skip_threshold=skip,
+                                 context_graph=graph)[0]
+    state = CtcPrefixBeamState(4, blank_skip_threshold=skip, context_graph=graph)
     for a, b in [(0, 5), (5, 6), (6, 30), (30, 57)]:
         state.advance(logprobs[0, a:b])
     assert state.nbest() == ref
 
 
-def _recognize(d, out, checkpoint, chunk, left):
+def _recognize(d, out, checkpoint, chunk, left, *extra):
     recognize_main(["--config", str(d / "train.yaml"), "--test_data", str(d / "data.list"),
                     "--checkpoint", str(checkpoint), "--dict", str(d / "units.txt"),
                     "--mode", "attention_rescoring", "--batch_size", "1", "--beam_size", "5",
                     "--ctc_weight", "0.5", "--reverse_weight", "0.3", "--simulate_streaming",
                     "--decoding_chunk_size", str(chunk), "--num_decoding_left_chunks",
-                    str(left), "--result_file", str(out)])
+                    str(left), "--result_file", str(out), *extra])
     return dict((line.split(" ", 1) + [""])[:2] for line in out.read_text().splitlines())
 
 
-def stream_text(loaded, pcm: bytes, options, rng, largest=3000, continuous=False):
+def stream_text(loaded, pcm: bytes, options, rng, largest=3000, continuous=False,
+                context_graph=None):
     rec = StreamingRecognizer(loaded.model, loaded.tokenizer, loaded.feature_conf, options,
-                              continuous=continuous)
+                              continuous=continuous, context_graph=context_graph)
     events = []
     for a, b in _pieces(len(pcm) // 2, rng, largest):
         events += rec.accept_pcm(pcm[2 * a:2 * b])
@@ -111,6 +115,26 @@ def test_stream_equals_simulate_streaming(model_dir, tmp_path, one_thread, kind,
         assert " ".join(w["word"] for w in words) == text
         assert all(0 <= w["start"] < w["end"] <= len(pcm) / 16000 + 0.1 for w in words)
     assert nonempty == len(ref)
+
+
+def test_stream_with_hotwords_equals_simulate_streaming(model_dir, tmp_path, one_thread):
+    """With a context list, as recognize.py --context_list_path (same graph, same score);
+    the phrases are pieces of the unbiased results, so the bias changes something."""
+    plain = _recognize(model_dir, tmp_path / "plain", model_dir / "model.pt", CHUNK, -1)
+    words = sorted({w[:2] for text in plain.values() for w in text.split() if len(w) >= 2})
+    (tmp_path / "hot.txt").write_text("\n".join(words[:3]) + "\n")
+    ref = _recognize(model_dir, tmp_path / "text", model_dir / "model.pt", CHUNK, -1,
+                     "--context_list_path", str(tmp_path / "hot.txt"), "--context_score", "4")
+    assert ref != plain
+    loaded = load_streaming_model(str(model_dir), str(model_dir / "model.pt"))
+    graph = ContextGraph.from_file(str(tmp_path / "hot.txt"), loaded.tokenizer, 4.0)
+    options = StreamingOptions(chunk_size=CHUNK, beam_size=5, ctc_weight=0.5,
+                               reverse_weight=0.3)
+    rng = np.random.default_rng(2)
+    for key, ref_text in ref.items():
+        pcm, _ = sf.read(model_dir / f"{key}.wav", dtype="int16")
+        assert stream_text(loaded, pcm.tobytes(), options, rng, context_graph=graph)[0] \
+            == ref_text, key
 
 
 def test_non_streaming_model_is_refused(tmp_path):

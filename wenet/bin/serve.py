@@ -41,6 +41,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--reverse_weight", type=float, default=0.0,
                    help="rescoring: right-to-left decoder weight")
     p.add_argument("--blank_skip_threshold", type=float, default=0.999)
+    p.add_argument("--context_score", type=float, default=3.0,
+                   help="bonus per hotword unit when a start message sends hotwords "
+                        "without hotword_score")
     p.add_argument("--endpoint_blank_prob", type=float, default=0.8,
                    help="a frame with p(blank) above this is silence")
     p.add_argument("--endpoint_silence_ms", type=float, default=1000.0,
@@ -77,7 +80,7 @@ def build_server(args: argparse.Namespace) -> RecognitionServer:
                           num_workers=args.num_workers, max_message_bytes=args.max_message_bytes,
                           max_session_s=args.max_session_s, idle_timeout_s=args.idle_timeout_s,
                           max_chunk_size=max(64, args.chunk_size))
-    return RecognitionServer(loaded, options, config)
+    return RecognitionServer(loaded, options, config, hotword_score=args.context_score)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -22,7 +22,8 @@ from typing import List, Optional
 import torch
 
 from wenet.dataset.fbank import FeatureConf, compute_fbank
-from wenet.decode.ctc import _Beam, _nbest_lists, _prefix_step
+from wenet.decode.context_graph import ContextGraph
+from wenet.decode.ctc import _initial_beam, _nbest_lists, _prefix_step
 from wenet.decode.hyps import NEG_INF, Hyp, NBest
 
 
@@ -62,20 +63,19 @@ class CtcPrefixBeamState:
     """CTC prefix beam search of one utterance whose log-probabilities arrive in pieces.
 
     ``advance`` runs the same per-frame update as ``ctc_prefix_beam_search`` (top-k
-    expansion, blank skipping), so ``nbest()`` after all frames equals that function's
-    n-best on the concatenated frames.
+    expansion, blank skipping, hotword bonuses with a ``context_graph``), so ``nbest()``
+    after all frames equals that function's n-best on the concatenated frames.
     """
 
     def __init__(self, beam_size: int, blank_id: int = 0,
-                 blank_skip_threshold: Optional[float] = 0.999) -> None:
+                 blank_skip_threshold: Optional[float] = 0.999,
+                 context_graph: Optional[ContextGraph] = None) -> None:
         self.beam_size = beam_size
         self.blank_id = blank_id
         self.blank_skip_threshold = blank_skip_threshold
-        pb = torch.full((1, beam_size), NEG_INF)
-        pb[:, 0] = 0.0
-        self._beam = _Beam(pb, torch.full((1, beam_size), NEG_INF),
-                           torch.full((1, beam_size), -1, dtype=torch.long),
-                           torch.full((1, beam_size), -1, dtype=torch.long))
+        self.context_graph = context_graph
+        self._tables = None  # the graph's tables, built for the vocabulary on first use
+        self._beam = _initial_beam(1, beam_size, torch.device("cpu"), context_graph is not None)
         self._prefixes: List[List[Optional[Hyp]]] = [[()] + [None] * (beam_size - 1)]
         self.frames = 0
 
@@ -89,6 +89,8 @@ class CtcPrefixBeamState:
         else:
             skip = torch.zeros(1, T, dtype=torch.bool)
         topk_lp, topk_ids = lp_all.topk(min(self.beam_size, V), dim=-1)
+        if self.context_graph is not None and self._tables is None:
+            self._tables = self.context_graph.tables(V, torch.device("cpu"))
         active = torch.ones(1, dtype=torch.bool)
         beam = self._beam
         for t in range(T):
@@ -98,13 +100,13 @@ class CtcPrefixBeamState:
                                      pnb=torch.full_like(beam.pnb, NEG_INF))
             else:
                 beam = _prefix_step(beam, total, self._prefixes, topk_lp[:, t],
-                                    topk_ids[:, t], active, V, self.blank_id)
+                                    topk_ids[:, t], active, V, self.blank_id, self._tables)
         self._beam = beam
         self.frames += T
 
     def nbest(self) -> NBest:
         """The live prefixes with their log scores, best first."""
-        return _nbest_lists(self._beam, self._prefixes)[0]
+        return _nbest_lists(self._beam, self._prefixes, self._tables)[0]
 
     def best(self) -> List[int]:
         nbest = self.nbest()

@@ -35,6 +35,7 @@ from wenet.dataset.fbank import FeatureConf
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.decode.align import AlignmentError, ctc_forced_align, token_spans, word_spans
 from wenet.decode.attention import score_hyps
+from wenet.decode.context_graph import ContextGraph
 from wenet.decode.hyps import NBest
 from wenet.decode.stream_state import (CtcPrefixBeamState, EndpointDetector, EndpointRules,
                                        IncrementalFbank)
@@ -63,7 +64,8 @@ class StreamingRecognizer:
     """One audio stream's decoder (not thread-safe: one call at a time)."""
 
     def __init__(self, model: Any, tokenizer: Tokenizer, feature_conf: FeatureConf,
-                 options: StreamingOptions, nbest: int = 1, continuous: bool = False) -> None:
+                 options: StreamingOptions, nbest: int = 1, continuous: bool = False,
+                 context_graph: Optional[ContextGraph] = None) -> None:
         if options.chunk_size <= 0:
             raise ValueError(f"chunk_size must be > 0, got {options.chunk_size}")
         self.model = model
@@ -71,6 +73,7 @@ class StreamingRecognizer:
         self.options = options
         self.nbest = max(1, min(nbest, options.beam_size))
         self.continuous = continuous
+        self.context_graph = context_graph
         self.fbank = IncrementalFbank(feature_conf)
         self.subsampling = int(model.subsampling_rate())
         self.context = int(model.right_context()) + 1
@@ -93,7 +96,8 @@ class StreamingRecognizer:
         self._encoder_out: List[torch.Tensor] = []
         self._ctc: List[torch.Tensor] = []
         self._beam = CtcPrefixBeamState(self.options.beam_size,
-                                        blank_skip_threshold=self.options.blank_skip_threshold)
+                                        blank_skip_threshold=self.options.blank_skip_threshold,
+                                        context_graph=self.context_graph)
         self.endpoint.reset()
         self._last_partial: Optional[str] = None
 
@@ -184,7 +188,8 @@ class StreamingRecognizer:
             return {"type": "final_result", "nbest": [{"sentence": "", "words": []}]}
         encoder_out = torch.cat(self._encoder_out, dim=1)
         ranked = rescore(self.model.decoder, encoder_out, nbest, self.sos, self.eos,
-                         self.options.ctc_weight, self.options.reverse_weight)
+                         self.options.ctc_weight, self.options.reverse_weight,
+                         self.context_graph)
         out = [{"sentence": self.tokenizer.decode(hyp, eos=self.eos), "score": round(score, 4)}
                for hyp, score in ranked[:self.nbest]]
         out[0]["words"] = self._words(ranked[0][0])
@@ -206,14 +211,19 @@ class StreamingRecognizer:
 
 
 def rescore(decoder: Any, encoder_out: torch.Tensor, nbest: NBest, sos: int, eos: int,
-            ctc_weight: float, reverse_weight: float) -> List[tuple]:
+            ctc_weight: float, reverse_weight: float,
+            context_graph: Optional[ContextGraph] = None) -> List[tuple]:
     """All hypotheses of a CTC n-best with their attention-rescoring scores, best first
-    (ties keep the n-best order, so the first equals ``attention_rescoring``'s choice)."""
+    (the same sum as ``attention_rescoring``, hotword bonus included; ties keep the
+    n-best order, so the first is ``attention_rescoring``'s choice)."""
     hyps = [tuple(h) for h, _ in nbest]
     mask = torch.ones(1, 1, encoder_out.size(1), dtype=torch.bool)
     owner = torch.zeros(len(hyps), dtype=torch.long)
     l2r, r2l = score_hyps(decoder, encoder_out, mask, hyps, owner, sos, eos, reverse_weight)
     total = l2r * (1.0 - reverse_weight) + r2l * reverse_weight
-    total = (total + ctc_weight * torch.tensor([s for _, s in nbest])).tolist()
+    total = total + ctc_weight * torch.tensor([s for _, s in nbest])
+    if context_graph is not None:
+        total = total + torch.tensor([context_graph.score(h) for h in hyps])
+    total = total.tolist()
     order = sorted(range(len(hyps)), key=lambda i: -total[i])
     return [(list(hyps[i]), total[i]) for i in order]

@@ -33,6 +33,7 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from wenet.decode.context_graph import ContextGraph
 from wenet.decode.streaming import StreamingOptions, StreamingRecognizer
 from wenet.serve.protocol import (CLOSE_INTERNAL, CLOSE_NORMAL, CLOSE_TRY_AGAIN, ProtocolError,
                                   StartRequest, failed, ok, parse_json, parse_start)
@@ -59,8 +60,10 @@ class ServerConfig:
 class RecognitionServer:
     """Serves ``loaded`` (model, tokenizer, feature_conf) with ``options`` per stream."""
 
-    def __init__(self, loaded: Any, options: StreamingOptions, config: ServerConfig) -> None:
+    def __init__(self, loaded: Any, options: StreamingOptions, config: ServerConfig,
+                 hotword_score: float = 3.0) -> None:
         self.loaded = loaded
+        self.hotword_score = hotword_score
         self.options = options
         self.config = config
         self.clients = 0
@@ -167,11 +170,25 @@ class RecognitionServer:
         options = self.options
         if start.chunk_size is not None:
             options = replace(options, chunk_size=start.chunk_size)
-        if start.hotwords:
-            raise ProtocolError("hotwords are not supported by this server yet")
         return StreamingRecognizer(self.loaded.model, self.loaded.tokenizer,
                                    self.loaded.feature_conf, options, nbest=start.nbest,
-                                   continuous=start.continuous_decoding)
+                                   continuous=start.continuous_decoding,
+                                   context_graph=self._context_graph(start))
+
+    def _context_graph(self, start: StartRequest) -> Optional[ContextGraph]:
+        """The start message's hotwords as a context graph (None without hotwords)."""
+        if not start.hotwords:
+            return None
+        phrases, unknown = [], []
+        for phrase in start.hotwords:
+            ids, missing = self.loaded.tokenizer.encode(phrase)
+            if missing or not ids:
+                unknown.append(phrase)
+            phrases.append(ids)
+        if unknown:
+            raise ProtocolError(f"hotwords with units the model does not know: {unknown}")
+        score = self.hotword_score if start.hotword_score is None else start.hotword_score
+        return ContextGraph(phrases, score)
 
     async def _run(self, fn, *args) -> Any:
         """``fn(*args)`` in the thread pool; a ValueError from the model work is the client's."""

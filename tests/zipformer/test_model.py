@@ -81,3 +81,18 @@ def test_torchscript_equals_eager(one_thread):
         for a, b in zip(model.forward_attention_decoder(hyps, hyps_lens, enc_out),
                         script.forward_attention_decoder(hyps, hyps_lens, enc_out)):
             assert torch.equal(a, b)
+
+
+def test_simulate_streaming_encode_equals_chunk_masked_encode(one_thread):
+    """ASRModel.encode(simulate_streaming=True), what recognize.py --simulate_streaming
+    runs, gives the chunk-masked full forward's output for a causal Zipformer."""
+    torch.manual_seed(0)
+    model = init_model(tiny_config(True)).eval()
+    feats, lengths, _, _ = _batch()
+    with torch.no_grad():
+        for chunk, left in ((2, -1), (4, 1)):
+            masked, _ = model.encode(feats[:1], lengths[:1], chunk, left)
+            streamed, mask = model.encode(feats[:1], lengths[:1], chunk, left,
+                                          simulate_streaming=True)
+            assert streamed.shape == masked.shape and bool(mask.all())
+            assert (streamed - masked).abs().max().item() < 1e-5

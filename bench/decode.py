@@ -7,8 +7,14 @@ without a checkpoint a RANDOMLY INITIALISED model from conf/train_conformer.yaml
 is timed (the search then sees near-uniform posteriors, so attention decoding
 runs to the maximum length: an upper bound, not a typical figure).
 
-Features are computed once per batch size before timing; the figures cover the
-encoder pass and the search of each mode on its own (model + search time).
+Features are computed once per batch size before timing; RTF covers the
+encoder pass and the search of each mode on its own (model + search time),
+"search RTF" the search alone (the seconds decode() charges the mode).
+
+Transducer modes: ``--config conf/train_conformer_rnnt.yaml --modes rnnt_beam_search``
+with a transducer checkpoint, or ``--init_checkpoint`` of a CTC/attention model to
+time the search on its encoder with untrained transducer heads (near-uniform joint
+outputs: every beam stays full, the search's worst case).
 
     . ./path.sh && python bench/decode.py [--checkpoint exp/.../avg_2.pt --config exp/.../train.yaml]
 """
@@ -27,6 +33,7 @@ from wenet.dataset.dataset import Dataset
 from wenet.dataset.fbank import FeatureConf
 from wenet.decode import MODES, DecodeOptions, decode
 from wenet.models import load_model
+from wenet.train.checkpoint import load_init_weights
 from wenet.utils.file_utils import load_yaml, read_symbol_table
 
 CTC_ATTENTION_MODES = [name for name, mode in MODES.items() if not mode.transducer]
@@ -34,16 +41,20 @@ CTC_ATTENTION_MODES = [name for name, mode in MODES.items() if not mode.transduc
 
 @torch.no_grad()
 def decode_one_mode(model: torch.nn.Module, batch: Dict[str, torch.Tensor], mode: str,
-                    options: DecodeOptions) -> None:
-    """What decoding one batch in ``mode`` alone costs: the encoder pass and the search."""
+                    options: DecodeOptions) -> float:
+    """What decoding one batch in ``mode`` alone costs: the encoder pass and the search;
+    returns the search's own seconds."""
     encoder_out, encoder_mask = model.encode(batch["feats"], batch["feats_lengths"])
-    decode(model, encoder_out, encoder_mask, [mode], options)
+    return decode(model, encoder_out, encoder_mask, [mode], options)[mode].seconds
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--config", default="conf/train_conformer.yaml")
     p.add_argument("--checkpoint", default=None)
+    p.add_argument("--init_checkpoint", default=None,
+                   help="copy the tensors of this checkpoint whose name and shape match "
+                        "(e.g. a CTC/attention model's encoder into a transducer)")
     p.add_argument("--data_list", default="raw_wav/dev/data.list")
     p.add_argument("--data_type", default="shard", choices=["raw", "shard"],
                    help="as run.sh made the list (its default: shard)")
@@ -71,6 +82,10 @@ def main() -> None:
         logging.warning("no --checkpoint: timing a randomly initialised model from %s",
                         args.config)
     model = load_model(configs, args.checkpoint, torch.device("cpu"))
+    if args.init_checkpoint:
+        copied, skipped = load_init_weights(model, args.init_checkpoint, "")
+        logging.info("copied %d tensors from %s; not copied: %s", len(copied),
+                     args.init_checkpoint, ", ".join(skipped) or "none")
     frame_shift = features.frame_shift / 1000.0
     bpe = args.bpe_model if os.path.exists(args.bpe_model) else None
     rows: List[str] = []
@@ -91,13 +106,13 @@ def main() -> None:
         for mode in args.modes.split():
             decode_one_mode(model, batches[0], mode, options)  # warm-up, not timed
             start = time.perf_counter()
-            for b in batches:
-                decode_one_mode(model, b, mode, options)
+            search = sum(decode_one_mode(model, b, mode, options) for b in batches)
             took = time.perf_counter() - start
             rows.append(f"| {mode} | {bs} | {n} | {audio:.1f} | {took / audio:.4f} | "
-                        f"{n / took:.2f} |")
+                        f"{search / audio:.4f} | {n / took:.2f} |")
             logging.info(rows[-1])
-    print("| mode | batch | utts | audio s | RTF | utt/s |\n|---|---|---|---|---|---|")
+    print("| mode | batch | utts | audio s | RTF | search RTF | utt/s |\n"
+          "|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 
 

@@ -231,3 +231,13 @@ def test_pruned_configs_differ_from_full_ones_by_the_loss_only(full, pruned):
     b["model_conf"].update(extra)
     model = init_model(dict(b, input_dim=80, output_dim=50, cmvn_file=None))
     assert model.transducer_loss == "pruned" and model.prune_range == extra["prune_range"]
+
+
+def test_executor_tells_the_model_its_update_count(tmp_path):
+    """The warm-up follows the executor's update count (restored on resume with the state)."""
+    from tests.train.test_guards import _batches, _executor
+    ex = _executor(tmp_path, accum_grad=2, log_interval=100)
+    seen = []
+    ex.module.set_training_step = seen.append
+    ex.train_epoch(_batches([(2, 60, 3)] * 5))
+    assert seen == [0, 0, 1, 1, 2] and ex.state.step == 2

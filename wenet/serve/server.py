@@ -83,7 +83,7 @@ class RecognitionServer:
         path = request.path.split("?", 1)[0]
         if path == "/healthz":
             body = json.dumps({"status": "ok", "clients": self.clients,
-                               "max_clients": self.config.max_clients}).encode()
+                               "max_clients": self.config.max_clients}).encode() + b"\n"
             return _response(http.HTTPStatus.OK, "application/json", body)
         if path in ("/", "/index.html"):
             return _response(http.HTTPStatus.OK, "text/html; charset=utf-8", self.page)

@@ -2,10 +2,12 @@
 """Stream WAV files to the recognition server (wenet/bin/serve.py) and print its results.
 
     tools/ws_client.py --url ws://127.0.0.1:10086 [--realtime] [--continuous] a.wav [b.wav ...]
+    tools/ws_client.py --url ws://127.0.0.1:10086 --wav_scp data/test/wav.scp > text
 
 Each file (resampled to 16 kHz mono 16-bit if it is not) is sent in --chunk_ms messages, paced like a live
 microphone with --realtime, else as fast as the server takes them. Partial results go to
-stderr as they arrive (with --verbose), each final result to stdout as ``file text``, or
+stderr as they arrive (with --verbose), each final result to stdout as ``file text``
+(``key text`` with --wav_scp), or
 as one JSON line per final result with --json (n-best, word times, latency).
 """
 import argparse
@@ -18,7 +20,10 @@ from wenet.serve.client import read_pcm16, stream_audio
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("wavs", nargs="+", help="audio files (other rates/channels: resampled)")
+    p.add_argument("wavs", nargs="*", help="audio files (other rates/channels: resampled)")
+    p.add_argument("--wav_scp", default=None,
+                   help="a Kaldi wav.scp (key path) instead of files: prints 'key text' lines, "
+                        "ready for tools/compute-wer.py")
     p.add_argument("--url", default="ws://127.0.0.1:10086")
     p.add_argument("--realtime", action="store_true", help="send at the speed of speech")
     p.add_argument("--chunk_ms", type=float, default=100.0, help="audio per message")
@@ -44,7 +49,19 @@ async def run(args: argparse.Namespace) -> int:
     if args.chunk_size:
         start["chunk_size"] = args.chunk_size
     failures = 0
-    for path in args.wavs:
+    inputs = [(path, path) for path in args.wavs]
+    if args.wav_scp:
+        with open(args.wav_scp, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                fields = line.split(maxsplit=1)
+                if len(fields) == 1:
+                    print(f"ws_client.py: {args.wav_scp}:{lineno}: no path after the key",
+                          file=sys.stderr)
+                    failures += 1
+                elif fields:
+                    inputs.append((fields[0], fields[1]))
+    for name, path in inputs:
+        path = path.strip()
         try:
             pcm = read_pcm16(path)
         except (ValueError, RuntimeError) as e:
@@ -52,7 +69,7 @@ async def run(args: argparse.Namespace) -> int:
             failures += 1
             continue
         res = await stream_audio(args.url, pcm, args.chunk_ms, args.realtime, start,
-                                 _printer(path, args.verbose))
+                                 _printer(name, args.verbose))
         if any(m.get("status") != "ok" for m in res.messages):
             failures += 1
             continue
@@ -60,15 +77,18 @@ async def run(args: argparse.Namespace) -> int:
             if m.get("type") != "final_result":
                 continue
             if args.json:
-                print(json.dumps({"file": path, "arrived_s": round(t, 3), **m},
+                print(json.dumps({"file": name, "arrived_s": round(t, 3), **m},
                                  ensure_ascii=False))
             else:
-                print(f"{path} {m['nbest'][0]['sentence']}".rstrip())
+                print(f"{name} {m['nbest'][0]['sentence']}".rstrip(), flush=True)
     return 1 if failures else 0
 
 
 def main() -> int:
-    args = get_parser().parse_args()
+    parser = get_parser()
+    args = parser.parse_args()
+    if not args.wavs and not args.wav_scp:
+        parser.error("give audio files or --wav_scp")
     try:
         return asyncio.run(run(args))
     except OSError as e:

@@ -307,6 +307,13 @@ def test_ws_client_tool(model_dir, loaded, expected, one_thread):
                              capture_output=True, text=True, env=env, timeout=120)
         assert run.returncode == 0, run.stderr
         assert run.stdout == f"{wav} {expected[2][1]}\n"
+        scp = model_dir / "wav.scp"
+        scp.write_text("".join(f"k{i} {model_dir / f'u{i}.wav'}\n" for i in range(3)))
+        run = subprocess.run([sys.executable, os.path.join(TOOLS_DIR, "ws_client.py"),
+                              "--url", srv.url, "--wav_scp", str(scp)],
+                             capture_output=True, text=True, env=env, timeout=120)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout == "".join(f"k{i} {expected[i][1]}\n" for i in range(3))
         down = subprocess.run([sys.executable, os.path.join(TOOLS_DIR, "ws_client.py"),
                                "--url", "ws://127.0.0.1:1", wav], capture_output=True,
                               text=True, env=env, timeout=60)

@@ -37,7 +37,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--num_left_chunks", type=int, default=-1,
                    help="chunks of attention cache kept, -1: all of the sentence")
     p.add_argument("--beam_size", type=int, default=10)
-    p.add_argument("--ctc_weight", type=float, default=0.0, help="rescoring: CTC score weight")
+    p.add_argument("--ctc_weight", type=float, default=0.5,
+                   help="rescoring: CTC score weight (run.sh stage 5's default)")
     p.add_argument("--reverse_weight", type=float, default=0.0,
                    help="rescoring: right-to-left decoder weight")
     p.add_argument("--blank_skip_threshold", type=float, default=0.999)

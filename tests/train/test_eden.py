@@ -1,8 +1,10 @@
 """Eden (wenet/train/scheduler.py) against its formula, through a save/resume, and in the loop:
-the executor tells it the epoch, and a run with ScaledAdam + Eden resumes bit for bit."""
+the executor tells it the epoch, and a run with ScaledAdam + Eden resumes bit for bit.
+Also the ScaledAdam/Eden recipe configs: they build, at icefall's sizes where they claim so."""
 from __future__ import annotations
 
 import io
+import os
 
 import pytest
 import torch
@@ -13,7 +15,9 @@ from wenet.train.executor import Executor
 from wenet.train.optim import build_optimizer
 from wenet.train.scheduler import build_scheduler
 from wenet.train.setup import DistInfo, TrainConf
+from wenet.utils.file_utils import load_yaml
 
+from tests.common import CONF_DIR
 from tests.train import testlib as T
 
 CONF = {"lr_batches": 50, "lr_epochs": 1.5, "warmup_batches": 20, "warmup_start": 0.3}
@@ -146,3 +150,33 @@ def test_executor_leaves_clipping_to_scaled_adam(tmp_path):
         ex.train_epoch(_batches(3, seed=1))
         runs.append(ex.model.state_dict())
     T.assert_same_state(runs[0], runs[1])
+
+
+# ------------------------------------------------------------ the recipe configs
+ICEFALL_PARAMS = {"small": 23.2e6, "medium": 65.5e6}  # icefall's LibriSpeech Zipformer tables
+
+
+def _built(name: str, vocab: int):
+    configs = load_yaml(os.path.join(CONF_DIR, name))
+    configs.update(input_dim=80, output_dim=vocab, cmvn_file=None)
+    model = init_model(configs)
+    opt = build_optimizer(model.parameters(), configs["optim"], configs["optim_conf"])
+    build_scheduler(opt, configs["scheduler"], configs["scheduler_conf"])
+    return model
+
+
+@pytest.mark.parametrize("size", ["small", "medium"])
+def test_librispeech_configs_have_icefall_sizes(size):
+    """Within 3 % of icefall's published count (our CTC head and the pruned loss's own
+    projections come on top of its transducer)."""
+    model = _built(f"train_zipformer_librispeech_{size}.yaml", 500)
+    count = sum(p.numel() for p in model.parameters())
+    assert abs(count / ICEFALL_PARAMS[size] - 1) < 0.03, count
+
+
+def test_speechocean762_zipformer_can_start_from_the_builtin_one():
+    """--init_checkpoint of the main job's Zipformer needs the same encoder shapes."""
+    ours = _built("train_zipformer_speechocean762.yaml", 500).encoder.state_dict()
+    main = _built("train_zipformer.yaml", 128).encoder.state_dict()
+    assert {k: v.shape for k, v in ours.items()} == {k: v.shape for k, v in main.items()}
+    _built("train_conformer_scaled_adam.yaml", 128)

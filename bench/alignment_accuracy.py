@@ -150,6 +150,12 @@ def report(name: str, errs: Dict[str, List[float]], tol: float) -> float:
     within = float((both <= tol).mean())
     print(f"{name}: {100 * within:.1f} % of {len(both)} word boundaries within "
           f"{1000 * tol:.0f} ms (median |error| {1000 * np.median(both):.0f} ms)")
+    signed = np.array(errs["start"] + errs["end"])
+    shift = float(np.median(signed))
+    sweep = ", ".join(f"{100 * (both <= t).mean():.1f} % within {1000 * t:.0f} ms"
+                      for t in (0.1, 0.2, 0.4))
+    print(f"  {sweep}; after the best constant shift ({1000 * shift:+.0f} ms, an oracle): "
+          f"{100 * (np.abs(signed - shift) <= tol).mean():.1f} % within {1000 * tol:.0f} ms")
     for kind in ("start", "end"):
         e = np.array(errs[kind])
         print(f"  {kind:5s}: within {100 * (np.abs(e) <= tol).mean():5.1f} %, mean error "

@@ -36,6 +36,8 @@ def test_readme_serve_commands_run_as_written(tmp_path):
         sf.write(path, synth_audio(secs, i), 16000, subtype="PCM_16")
         lines.append(f"synth-test{i:05d} {path}\n")
     (tmp_path / "data/test/wav.scp").write_text("".join(lines))
+    (tmp_path / "data/test/text").write_text("".join(f"synth-test{i:05d} b e f\n"
+                                                     for i in range(3)))
     body = readme_block()
     assert "--wav_scp data/test/wav.scp --chunk_size 8" in body
     body = body.replace("--wav_scp data/test/wav.scp --chunk_size 8",
@@ -51,4 +53,7 @@ def test_readme_serve_commands_run_as_written(tmp_path):
     for i in range(3):  # ws_client's "file text" lines
         assert re.search(rf"^corpus/synth/wav/test/synth-test{i:05d}\.wav ", out, re.M)
     assert '"type": "final_result"' in out  # --json
+    server_text = (tmp_path / EXP / "test_server.txt").read_text().splitlines()
+    assert [line.split()[0] for line in server_text] == [f"synth-test{i:05d}" for i in range(3)]
+    assert "Overall -> " in out  # compute-wer.py
     assert re.search(r"^\| 2 \| [0-9.]+ / [0-9.]+ \|", out, re.M)  # the bench table

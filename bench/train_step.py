@@ -287,28 +287,31 @@ def corpus_batches(corpus: str, n_batches: int, batch_size: int, vocab: int, see
     them spread over the window's lengths; fbank without dither, normalised with the
     batches' own global mean/std; characters as targets."""
     import random
+    import soundfile
     from wenet.dataset.audio import load_audio, resample, to_mono
     from wenet.dataset.fbank import compute_fbank
     from wenet.utils.file_utils import read_kaldi_map
     scp = read_kaldi_map(os.path.join(corpus, "train", "wav.scp"))
     text = read_kaldi_map(os.path.join(corpus, "train", "text"), allow_empty_value=True)
     keys = random.Random(seed).sample(sorted(scp), min(window, len(scp)))
+    seconds = {k: soundfile.info(os.path.join(corpus, scp[k])).duration for k in keys}
+    keys.sort(key=lambda k: seconds[k])
+    groups = [keys[i:i + batch_size] for i in range(0, len(keys) - batch_size + 1, batch_size)]
+    groups = groups[::max(1, len(groups) // n_batches)][:n_batches]
     chars = sorted(set("".join(text.values())))
     if len(chars) + 2 > vocab - 1:
         raise ValueError(f"{len(chars)} characters do not fit a vocabulary of {vocab}")
     utts = []
-    for k in keys:
-        wav, rate = load_audio(os.path.join(corpus, scp[k]))
-        wav = resample(to_mono(wav), rate, 16000)
-        ids = [chars.index(c) + 2 for c in text.get(k, "").strip()] or [2]
-        utts.append((compute_fbank(wav, 16000), torch.tensor(ids)))
-    utts.sort(key=lambda u: u[0].size(0))
-    groups = [utts[i:i + batch_size] for i in range(0, len(utts) - batch_size + 1, batch_size)]
-    step = max(1, len(groups) // n_batches)
-    groups = groups[::step][:n_batches]
-    allf = torch.cat([f for g in groups for f, _ in g])
+    for group in groups:
+        for k in group:
+            wav, rate = load_audio(os.path.join(corpus, scp[k]))
+            ids = [chars.index(c) + 2 for c in text.get(k, "").strip()] or [2]
+            utts.append((compute_fbank(resample(to_mono(wav), rate, 16000), 16000), torch.tensor(ids)))
+    allf = torch.cat([f for f, _ in utts])
     mean, std = allf.mean(0), allf.std(0)
-    return [_pad_batch([((f - mean) / std, t) for f, t in g], i) for i, g in enumerate(groups)]
+    utts = [((f - mean) / std, t) for f, t in utts]
+    return [_pad_batch(utts[i:i + batch_size], i // batch_size)
+            for i in range(0, len(utts), batch_size)]
 
 
 def _pad_batch(utts, index: int) -> Dict[str, object]:

@@ -42,7 +42,7 @@ from wenet.train.scheduler import build_scheduler
 from wenet.train.setup import (AMP_DTYPES, DistInfo, TrainConf, TrainingError, amp_dtype_for,
                                init_distributed, input_dim_of, override_config, save_yaml, seed_everything,
                                shutdown_distributed, train_yaml_configs, training_device,
-                               under_torchrun)
+                               tune_host_memory, under_torchrun)
 from wenet.utils.file_utils import load_yaml, read_symbol_table
 
 LoaderFactories = Tuple[Callable[[int], torch.utils.data.DataLoader],
@@ -247,6 +247,7 @@ def _setup_errors() -> Iterator[None]:
 def main(argv: Optional[List[str]] = None) -> None:
     args = get_parser().parse_args(argv)
     init_logging(args)
+    tune_host_memory()  # before the data loader forks its workers
     with _setup_errors():
         info = init_process_group(args)
     _train(args, info)

@@ -109,17 +109,15 @@ class ScaledAdam(torch.optim.Optimizer):
     # --------------------------------------------------------------- clipping
     def _update_norm(self) -> float:
         """This update's norm, measured as the step it would cause (see the module docstring)."""
-        sumsq = 0.0
+        sums = []  # one host sync for the whole model, not one per tensor
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
                     continue
                 state = self._init_state(p, group)
-                if p.numel() == 1:
-                    sumsq += float((p.grad * group["scalar_lr_scale"]).pow(2).sum())
-                else:
-                    sumsq += float((p.grad * state["param_rms"]).pow(2).sum())
-        return math.sqrt(sumsq)
+                weight = group["scalar_lr_scale"] if p.numel() == 1 else state["param_rms"]
+                sums.append((p.grad * weight).pow(2).sum().double())
+        return math.sqrt(float(torch.stack(sums).sum())) if sums else 0.0
 
     def _clipping_factor(self) -> float:
         """Factor <= 1 for this update's gradients; updates the recent-norm statistics."""
@@ -226,8 +224,8 @@ class ScaledAdam(torch.optim.Optimizer):
         denom = (moment / correction).sqrt() + group["eps"]
         scale_step = -group["lr"] * group["scalar_lr_scale"] * scale_grads.sum() / denom
         rms = state["param_rms"]
-        if rms < group["param_min_rms"]:
-            scale_step = scale_step.clamp(min=0.0)
+        scale_step = torch.where(rms < group["param_min_rms"], scale_step.clamp(min=0.0),
+                                 scale_step)  # never shrink a tensor already below the floor
         scale_step = torch.minimum(scale_step, (group["param_max_rms"] - rms) / rms)
         state["delta"].add_(p * scale_step, alpha=1 - beta1)
 

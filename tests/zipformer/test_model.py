@@ -96,3 +96,11 @@ def test_simulate_streaming_encode_equals_chunk_masked_encode(one_thread):
                                           simulate_streaming=True)
             assert streamed.shape == masked.shape and bool(mask.all())
             assert (streamed - masked).abs().max().item() < 1e-5
+
+
+def test_every_parameter_gets_a_gradient(one_thread):
+    """DDP without find_unused_parameters needs every parameter in each step's graph."""
+    torch.manual_seed(0)
+    model = init_model(tiny_config(True, downsampling_factor=[1, 2, 4, 2])).train()
+    model(*_batch())["loss"].backward()
+    assert [n for n, p in model.named_parameters() if p.grad is None] == []

@@ -20,7 +20,9 @@ both self-attentions' values), zero-padded to the widest layer. ``cnn_cache``
 (layers, 1, max kernel - 1, 2 * max dim): each layer's two causal convolutions'
 last inputs. Cache slots whose position would be before the utterance start (a
 fixed-size cache not yet filled, as the ONNX export feeds) are masked from the
-offset, so ``att_mask`` is not needed.
+offset, so ``att_mask`` is not needed (the exported ONNX encoder has no such input).
+Only this package reads these layouts: a WeNet C++ runtime, which allocates
+Conformer-shaped caches, cannot drive a Zipformer.
 """
 from __future__ import annotations
 

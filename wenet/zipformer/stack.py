@@ -29,7 +29,10 @@ class SimpleDownsample(torch.nn.Module):
     def __init__(self, factor: int):
         super().__init__()
         self.factor = factor
-        self.bias = torch.nn.Parameter(torch.zeros(factor))
+        if factor > 1:
+            self.bias = torch.nn.Parameter(torch.zeros(factor))
+        else:  # nothing to learn (a parameter DDP would find unused)
+            self.register_buffer("bias", torch.zeros(1), persistent=False)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """x (B, T, C), lengths (B,) -> (B, ceil(T / factor), C); frames from

@@ -117,7 +117,10 @@ class Aligner:
         tokens, missing = self.tokenizer.encode(txt)
         if missing:
             return Failure(key, "unit not in dictionary", " ".join(sorted(set(missing))))
-        wav, rate = to_mono(sample["wav"]), int(sample["sample_rate"])
+        wav, rate = sample["wav"], int(sample["sample_rate"])
+        if wav.size(0) > 1:
+            logger.info("utterance %s: %d channels averaged to mono", key, wav.size(0))
+            wav = to_mono(wav)
         if self.conf.resample_rate and rate != self.conf.resample_rate:
             logger.info("utterance %s: %d Hz resampled to %d Hz", key, rate, self.conf.resample_rate)
             wav, rate = resample(wav, rate, self.conf.resample_rate), self.conf.resample_rate

@@ -180,3 +180,39 @@ def test_speechocean762_zipformer_can_start_from_the_builtin_one():
     main = _built("train_zipformer.yaml", 128).encoder.state_dict()
     assert {k: v.shape for k, v in ours.items()} == {k: v.shape for k, v in main.items()}
     _built("train_conformer_scaled_adam.yaml", 128)
+
+
+def test_cli_run_with_scaled_adam_eden_cr_ctc_resumes_exactly(tmp_path):
+    """train.py end to end with a tiny Zipformer, ScaledAdam, Eden and CR-CTC: one epoch, a
+    restart that continues to the second (from the checkpoint files: ScaledAdam's clipping
+    statistics, Eden's epoch, the RNG that draws the CR-CTC masks), equals two epochs in
+    one go, bit for bit."""
+    corpus = T.make_corpus(str(tmp_path / "data"))
+    config = T.write_config(
+        str(tmp_path / "train.yaml"), encoder="zipformer",
+        encoder_conf={"downsampling_factor": [2, 4], "num_encoder_layers": 1,
+                      "encoder_dim": [32, 48], "encoder_unmasked_dim": [32, 32],
+                      "feedforward_dim": [64, 96], "num_heads": 2, "cnn_module_kernel": 3,
+                      "frontend_channels": [4, 4, 8], "schedule_scale": 0.001},
+        decoder="transformer", decoder_conf={"attention_heads": 2, "linear_units": 64,
+                                             "num_blocks": 1},
+        model_conf={"ctc_weight": 0.5, "cr_ctc": True, "time_mask_ratio": 2.5},
+        accum_grad=1, optim="scaled_adam",
+        optim_conf={"lr": 0.045, "clipping_update_period": 3},
+        scheduler="eden", scheduler_conf={"lr_batches": 10, "lr_epochs": 1, "warmup_batches": 3})
+    whole, split = str(tmp_path / "whole"), str(tmp_path / "split")
+    T.run_train(T.train_args(corpus, config, whole), timeout=300)
+    T.run_train(T.train_args(corpus, config, split, ["--override_config", "max_epoch 1"]),
+                timeout=300)
+    resumed = T.run_train(T.train_args(corpus, config, split), timeout=300)
+    log = resumed.stdout + resumed.stderr
+    assert "resumed from" in log and "epoch 0: starting" not in log, log[-2000:]
+    T.assert_same_state(T.load_state(os.path.join(split, "1.pt")),
+                        T.load_state(os.path.join(whole, "1.pt")))
+    infos = load_yaml(os.path.join(whole, "1.yaml"))
+    assert infos["lr"] == pytest.approx(BASE_LR * eden_ratio(infos["step"], 1), rel=1e-9)
+
+
+def eden_ratio(batch: int, epoch: int) -> float:
+    """Eden's factor for lr_batches 10, lr_epochs 1, warm-up done (the CLI test's settings)."""
+    return ((batch ** 2 + 100) / 100) ** -0.25 * ((epoch ** 2 + 1) / 1) ** -0.25

@@ -159,12 +159,13 @@ class ZipformerEncoderLayer(torch.nn.Module):
         return x + y if keep is None else x + y * keep
 
     def forward(self, x: torch.Tensor, pos_emb: torch.Tensor, mask: torch.Tensor,
-                valid: torch.Tensor, att_cache: torch.Tensor, conv_cache: torch.Tensor
-                ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                valid: torch.Tensor, att_cache: torch.Tensor, conv_cache: torch.Tensor,
+                keep_cache: bool = True) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x (B, T, dim), pos_emb (T + Tk - 1, pos_dim), mask (B|1, T, Tk) bool,
         valid (B, T, 1) bool (False on padding), att_cache (B, Tk - T, cache_width),
         conv_cache (B, kernel - 1 or 0, 2 * dim) ->
-        (out (B, T, dim), att_cache (B, Tk, cache_width), conv_cache (B, kernel - 1, 2*dim))."""
+        (out (B, T, dim), att_cache (B, Tk, cache_width), conv_cache (B, kernel - 1, 2*dim));
+        without ``keep_cache`` (a whole utterance) the given caches come back instead."""
         kd, nd, vd = self.key_dim, self.nonlin_dim, self.value_dim
         orig = x
         weights, keys = self.attn_weights(x, pos_emb, mask, att_cache[..., :kd])
@@ -184,5 +185,7 @@ class ZipformerEncoderLayer(torch.nn.Module):
         x = self._add(x, self.ff3(x), self.ff_skip_rate)
         x = self.norm(self.balancer(x))
         x = self.whiten(self.bypass(orig, x))
+        if not keep_cache:
+            return x, att_cache, conv_cache
         new_att_cache = torch.cat([keys, nl_values, values1, values2], dim=-1)
         return x, new_att_cache, torch.cat([conv_cache1, conv_cache2], dim=-1)

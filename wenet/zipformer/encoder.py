@@ -190,7 +190,7 @@ class ZipformerEncoder(torch.nn.Module):
 
     def _encode(self, x: torch.Tensor, lengths: torch.Tensor, offset: torch.Tensor,
                 chunk: int, left_chunks: int, att: List[torch.Tensor],
-                conv: List[torch.Tensor]
+                conv: List[torch.Tensor], keep_cache: bool
                 ) -> Tuple[torch.Tensor, List[torch.Tensor], List[torch.Tensor]]:
         """The stacks on 50 Hz frames x (B, T, C0), then the output downsampling."""
         outputs: List[torch.Tensor] = []
@@ -198,7 +198,8 @@ class ZipformerEncoder(torch.nn.Module):
         new_conv: List[torch.Tensor] = []
         for i, stack in enumerate(self.stacks):
             x = convert_num_channels(x, stack.dim)
-            x, a, c = stack(x, lengths, offset, chunk, left_chunks, att[i], conv[i])
+            x, a, c = stack(x, lengths, offset, chunk, left_chunks, att[i], conv[i],
+                            keep_cache)
             outputs.append(x)
             new_att.append(a)
             new_conv.append(c)
@@ -221,7 +222,7 @@ class ZipformerEncoder(torch.nn.Module):
         chunk, left = self._chunk_choice(decoding_chunk_size, num_decoding_left_chunks)
         att, conv = self._empty_caches(x)
         offset = torch.zeros(1, dtype=torch.long, device=x.device)
-        x, _, _ = self._encode(x, lengths, offset, chunk, left, att, conv)
+        x, _, _ = self._encode(x, lengths, offset, chunk, left, att, conv, False)
         out_lens = frames_at(lengths, self.output_factor)
         return x, ~make_pad_mask(out_lens, x.size(1)).unsqueeze(1)
 
@@ -253,7 +254,7 @@ class ZipformerEncoder(torch.nn.Module):
         lengths = torch.full((1,), x.size(1), dtype=torch.long, device=x.device)
         att, conv = unpack_caches(self.cache_layout(), att_cache, cnn_cache, x)
         x, new_att, new_conv = self._encode(x, lengths, offset * self.output_factor, -1, -1,
-                                            att, conv)
+                                            att, conv, True)
         keep = -1 if required_cache_size < 0 else required_cache_size * self.output_factor
         r_att, r_cnn = pack_caches(self.cache_layout(), new_att, new_conv, keep)
         return x, r_att, r_cnn

@@ -90,7 +90,8 @@ class ZipformerStack(torch.nn.Module):
     forward(x (B, T, dim) at 50 Hz, lengths (B,), offset (1,) int64 (50 Hz frames
     before x, for streaming), chunk_size (50 Hz frames, < 0 none), left_chunks,
     att_cache (layers, B, n, width), conv_cache (layers, B, kernel-1 or 0, 2 dim))
-    -> (out (B, T, dim), att_cache (layers, B, n + T', width), conv_cache).
+    -> (out (B, T, dim), att_cache (layers, B, n + T', width), conv_cache); with
+    keep_cache False (a whole utterance) the given caches come back.
     Cached frames sit at positions offset / factor - n .. offset / factor - 1; those
     below 0 (unfilled slots of a fixed-size cache) are masked.
     """
@@ -138,7 +139,8 @@ class ZipformerStack(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor, offset: torch.Tensor,
                 chunk_size: int, left_chunks: int, att_cache: torch.Tensor,
-                conv_cache: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                conv_cache: torch.Tensor, keep_cache: bool = True
+                ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         orig = x
         if self.factor > 1:
             x = self.downsample(x, lengths)
@@ -153,7 +155,7 @@ class ZipformerStack(torch.nn.Module):
         conv_caches: List[torch.Tensor] = []
         for i, layer in enumerate(self.layers):
             x, layer_att, layer_conv = layer(x, pos_emb, mask, valid, att_cache[i],
-                                             conv_cache[i])
+                                             conv_cache[i], keep_cache)
             att_caches.append(layer_att)
             conv_caches.append(layer_conv)
         if use_mask:

@@ -50,9 +50,11 @@ class CompactRelPositionalEncoding(torch.nn.Module):
         return torch.cat([pe[:, :-1], torch.ones_like(pe[:, -1:])], dim=1)
 
     def forward(self, num_queries: int, num_keys: int, like: torch.Tensor) -> torch.Tensor:
-        """The rows, on the device and in the dtype of ``like``."""
-        rel = torch.arange(1 - num_queries, num_keys, device=like.device).to(like.dtype)
-        return self.dropout(self.encode(rel))
+        """The rows, on the device and in the dtype of ``like`` (computed in float32 at
+        least: positions past 2048 are not integers in float16)."""
+        dtype = torch.float64 if like.dtype == torch.float64 else torch.float32
+        rel = torch.arange(1 - num_queries, num_keys, device=like.device).to(dtype)
+        return self.dropout(self.encode(rel).to(like.dtype))
 
 
 def relative_index(num_queries: int, num_keys: int, device: torch.device) -> torch.Tensor:

@@ -47,10 +47,11 @@ class MultiHeadedAttention(torch.nn.Module):
         return k, v, torch.cat((k, v), dim=-1)
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                mask: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        """softmax(q k^T / sqrt(d_k) + bias) v over allowed keys, then linear_out.
+                mask: torch.Tensor) -> torch.Tensor:
+        """softmax(q k^T / sqrt(d_k)) v over allowed keys, then linear_out.
 
-        ``bias`` is an additive (.., T1, T2) float term or an empty tensor.
+        q and k may be wider than d_k (the relative-position attention appends
+        its position term to both); the scale stays 1 / sqrt(d_k).
         A query row with no allowed key (a padded frame) gives 0 before
         linear_out, as WeNet's masked softmax does; such rows are unmasked for
         the kernel and zeroed afterwards, so no -inf-only row can make NaN in
@@ -58,23 +59,15 @@ class MultiHeadedAttention(torch.nn.Module):
         """
         n_batch = q.size(0)
         dropout_p = self.dropout_rate if self.training else 0.0
+        scale = 1.0 / math.sqrt(self.d_k)
         if mask.size(2) > 0:
             allowed = mask.unsqueeze(1)[:, :, :, :k.size(2)]  # (B, 1, T1|1, T2)
             empty_rows = ~allowed.any(dim=-1, keepdim=True)  # (B, 1, T1|1, 1)
-            allowed = allowed | empty_rows
-            if bias.numel() > 0:
-                attn_mask = bias.to(q.dtype).masked_fill(~allowed, -float("inf"))
-                x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
-                                                   dropout_p=dropout_p)
-            else:
-                x = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed,
-                                                   dropout_p=dropout_p)
+            x = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed | empty_rows,
+                                               dropout_p=dropout_p, scale=scale)
             x = x.masked_fill(empty_rows, 0.0)
-        elif bias.numel() > 0:
-            x = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype),
-                                               dropout_p=dropout_p)
         else:
-            x = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+            x = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, scale=scale)
         x = x.transpose(1, 2).contiguous().view(n_batch, -1, self.h * self.d_k)
         return self.linear_out(x)
 
@@ -89,7 +82,7 @@ class MultiHeadedAttention(torch.nn.Module):
         """
         q, k, v = self.forward_qkv(query, key, value)
         k, v, new_cache = self._use_cache(k, v, cache)
-        return self._attend(q, k, v, mask, torch.empty(0)), new_cache
+        return self._attend(q, k, v, mask), new_cache
 
 
 class RelPositionMultiHeadedAttention(MultiHeadedAttention):
@@ -99,7 +92,7 @@ class RelPositionMultiHeadedAttention(MultiHeadedAttention):
     p_j = linear_pos(PE[j]) the projected encoding of key position j. As in
     WeNet 2.x there is no rel-shift: keys carry their own position, which keeps
     chunk caches trivial (a cached key keeps its encoding) and WeNet checkpoints
-    compatible. The position term is handed to SDPA as an additive float mask.
+    compatible. Both terms go to SDPA as one dot product: [q + u, q + v] · [k_j, p_j].
     """
 
     def __init__(self, n_head: int, n_feat: int, dropout_rate: float):
@@ -120,7 +113,8 @@ class RelPositionMultiHeadedAttention(MultiHeadedAttention):
         k, v, new_cache = self._use_cache(k, v, cache)
         n_batch_pos = pos_emb.size(0)
         p = self.linear_pos(pos_emb).view(n_batch_pos, -1, self.h, self.d_k).transpose(1, 2)
-        q_with_bias_u = q + self.pos_bias_u.unsqueeze(1)  # (B, H, T1, d_k)
-        q_with_bias_v = q + self.pos_bias_v.unsqueeze(1)
-        matrix_bd = torch.matmul(q_with_bias_v, p.transpose(-2, -1)) / math.sqrt(self.d_k)
-        return self._attend(q_with_bias_u, k, v, mask, matrix_bd), new_cache
+        # (q + u)·k_j + (q + v)·p_j as one dot product of width 2 d_k: the position
+        # term rides in the same attention kernel, with no (B, H, T1, T2) bias tensor
+        q_cat = torch.cat((q + self.pos_bias_u.unsqueeze(1), q + self.pos_bias_v.unsqueeze(1)), dim=-1)
+        k_cat = torch.cat((k, p.expand(k.size(0), -1, -1, -1)), dim=-1)
+        return self._attend(q_cat, k_cat, v, mask), new_cache

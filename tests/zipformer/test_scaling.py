@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from wenet.export.jit import script_model
 from wenet.zipformer.block import BypassModule
 from wenet.zipformer.scaling import (Balancer, BiasNorm, ScheduledFloat, SwooshL, SwooshR,
                                      Whiten, apply_schedules, scheduled, whitening_metric)
@@ -110,3 +111,13 @@ def test_bypass_is_an_interpolation_whose_scale_limit_only_touches_gradients():
     (out * (x - orig)).sum().backward()  # gradient of scale: sum (x - orig)^2 > 0
     g = bypass.scale.grad
     assert g[0] < 0 and g[1] > 0 and g[2] > 0  # below the minimum 0.5: reversed, pushed up
+
+
+def test_swoosh_gradients_and_the_scripted_formula():
+    x = torch.tensor(POINTS, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda v: SwooshR()(v), (x,))
+    assert torch.autograd.gradcheck(lambda v: SwooshL()(v), (x,))
+    # TorchScript runs the out-of-place formula: the same numbers
+    y = torch.randn(1000) * 10
+    for mod in (SwooshR(), SwooshL()):
+        assert torch.equal(script_model(mod)(y), mod(y))

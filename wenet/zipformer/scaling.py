@@ -8,8 +8,8 @@ Formulas (Zipformer paper, Yao et al., ICLR 2024):
   learnt scalar (log scale); the RMS is over the channel dimension.
 - SwooshR(x) = log(1 + exp(x - 1)) - 0.08 x - 0.313261687
 - SwooshL(x) = log(1 + exp(x - 4)) - 0.08 x - 0.035
-  (softplus is linear only above 40, where the difference e^-40 is below float64's
-  resolution)
+  (both computed as max(z, 0) + log(1 + exp(-|z|)), exact for any x; in eager mode
+  in place, with the gradient sigmoid(x - shift) - 0.08 recomputed in backward)
 
 Balancer and Whiten are identities in the forward pass. In training their backward
 adds a small term to the incoming gradient: the Balancer pushes each channel's share
@@ -24,14 +24,50 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
+def _swoosh(x: torch.Tensor, shift: float, offset: float) -> torch.Tensor:
+    """log(1 + exp(x - shift)) - 0.08 x - offset, written as
+    max(z, 0) + log(1 + exp(-|z|)) (z = x - shift): exact to float resolution for any x
+    (no overflow), and cheaper on CPU than softplus."""
+    z = x - shift
+    soft = torch.log(torch.exp(-z.abs()) + 1.0) + z.clamp(min=0.0)
+    return soft.add(x, alpha=-0.08) - offset
+
+
+class _SwooshFunction(torch.autograd.Function):
+    """The same value computed in place (no temporaries kept for backward); the
+    gradient sigmoid(x - shift) - 0.08 is recomputed from x."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, shift: float, offset: float) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        ctx.shift = shift
+        z = x - shift
+        soft = torch.exp(z.abs().neg_()).add_(1.0).log_().add_(z.clamp_(min=0.0))
+        return soft.add_(x, alpha=-0.08).sub_(offset)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (x,) = ctx.saved_tensors
+        return grad * (torch.sigmoid(x - ctx.shift) - 0.08), None, None
+
+
+@torch.jit.unused
+def _swoosh_eager(x: torch.Tensor, shift: float, offset: float) -> torch.Tensor:
+    return _SwooshFunction.apply(x, shift, offset)
+
+
 def swoosh_r(x: torch.Tensor) -> torch.Tensor:
     """SwooshR(x) = log(1 + exp(x - 1)) - 0.08 x - 0.313261687 (SwooshR(0) ~ 0)."""
-    return torch.nn.functional.softplus(x - 1.0, threshold=40.0) - 0.08 * x - 0.313261687
+    if torch.jit.is_scripting() or torch.jit.is_tracing():
+        return _swoosh(x, 1.0, 0.313261687)
+    return _swoosh_eager(x, 1.0, 0.313261687)
 
 
 def swoosh_l(x: torch.Tensor) -> torch.Tensor:
     """SwooshL(x) = log(1 + exp(x - 4)) - 0.08 x - 0.035."""
-    return torch.nn.functional.softplus(x - 4.0, threshold=40.0) - 0.08 * x - 0.035
+    if torch.jit.is_scripting() or torch.jit.is_tracing():
+        return _swoosh(x, 4.0, 0.035)
+    return _swoosh_eager(x, 4.0, 0.035)
 
 
 class SwooshR(torch.nn.Module):

@@ -32,6 +32,10 @@ def test_front_end_makes_50_hz_frames():
     x2 = x.clone()
     x2[:, 2 * 5 + 9:] += 1.0
     assert torch.equal(fe(x2)[:, :6], y[:, :6]) and not torch.equal(fe(x2)[:, 6], y[:, 6])
+    relu = ZipformerFrontEnd(20, 8, activation="relu")
+    assert sum(isinstance(m, torch.nn.ReLU) for m in relu.conv) == 3
+    with pytest.raises(ValueError, match="frontend_activation"):
+        ZipformerFrontEnd(20, 8, activation="gelu")
 
 
 def test_downsample_repeats_each_utterances_last_frame_and_upsample_repeats():

@@ -69,7 +69,7 @@ class ZipformerEncoder(torch.nn.Module):
                  left_context_frames: Sequence[int] = (64, 128, 256, -1),
                  dropout_rate: float = 0.1, use_balancers: bool = False,
                  schedule_scale: float = 1.0, frontend_channels: Sequence[int] = (8, 32, 128),
-                 global_cmvn: Optional[GlobalCMVN] = None):
+                 frontend_activation: str = "swoosh_r", global_cmvn: Optional[GlobalCMVN] = None):
         super().__init__()
         factors = [int(d) for d in downsampling_factor]
         n = len(factors)
@@ -82,7 +82,7 @@ class ZipformerEncoder(torch.nn.Module):
             raise ValueError(f"encoder_unmasked_dim {unmasked} exceeds encoder_dim {dims}")
         self.global_cmvn = global_cmvn
         self.embed = ZipformerFrontEnd(input_size, dims[0], frontend_channels, dropout_rate,
-                                       output_downsampling_factor)
+                                       output_downsampling_factor, frontend_activation)
         layers, ffs, heads, kernels = (
             per_stack(v, n, k) for v, k in ((num_encoder_layers, "num_encoder_layers"),
                                             (feedforward_dim, "feedforward_dim"),

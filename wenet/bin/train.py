@@ -42,7 +42,7 @@ from wenet.train.scheduler import build_scheduler
 from wenet.train.setup import (AMP_DTYPES, DistInfo, TrainConf, TrainingError, amp_dtype_for,
                                init_distributed, input_dim_of, override_config, save_yaml, seed_everything,
                                shutdown_distributed, train_yaml_configs, training_device,
-                               tune_host_memory, under_torchrun)
+                               compile_model, tune_host_memory, under_torchrun)
 from wenet.utils.file_utils import load_yaml, read_symbol_table
 
 LoaderFactories = Tuple[Callable[[int], torch.utils.data.DataLoader],
@@ -92,6 +92,9 @@ def get_parser() -> argparse.ArgumentParser:
                         "or auto (bf16 where the GPU/CPU computes it natively, else none)")
     p.add_argument("--override_config", action="append", default=[],
                    help='"key.sub value" (value read as YAML); repeatable')
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (off by default: on a 2-core CPU its "
+                        "minutes of compilation did not pay)")
     p.add_argument("--seed", type=int, default=777)
     p.add_argument("--ddp.init_method", dest="ddp_init_method", default=None,
                    help="e.g. file:///shared/dir/ddp_init (ignored under torchrun: env://)")
@@ -186,6 +189,8 @@ def init_model_for_training(args: argparse.Namespace, configs: Dict[str, Any],
                      len(copied) + len(skipped), args.init_checkpoint,
                      ", ".join(skipped) or "none")
     model = model.to(device)
+    if args.compile:
+        model = compile_model(model)
     if info.distributed:
         model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)

@@ -216,6 +216,18 @@ def tune_host_memory() -> bool:
     return applied
 
 
+def compile_model(model: torch.nn.Module) -> torch.nn.Module:
+    """train.py --compile (off by default): ``torch.compile`` the model's forward in place,
+    so parameter and checkpoint names stay the same. Shapes become dynamic once a batch
+    of a new length arrives (torch's automatic dynamic shapes; ``dynamic=True`` from the
+    start fails in torch 2.14's inductor on the conformer with "cannot determine truth
+    value of Relational"). It did not pay on a 2-core AMD EPYC (issue 19): the first three
+    batch lengths cost 166, 226 and 84 s of compilation and the compiled step was no
+    faster than the eager one."""
+    model.compile()
+    return model
+
+
 def seed_everything(seed: int) -> None:
     """Seed python, numpy and torch (all devices)."""
     random.seed(seed)

@@ -168,10 +168,14 @@ def _side_api():
     return init_model, build_optimizer
 
 
-def _worker_step(model, opt, batch, grad_clip: float) -> float:
-    """forward, backward, clip, Adam step; seconds."""
+AMP = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _worker_step(model, opt, batch, grad_clip: float, amp: str = "none") -> float:
+    """forward (under CPU autocast to ``amp``), backward, clip, optimizer step; seconds."""
     start = time.perf_counter()
-    out = model(batch["feats"], batch["feats_lengths"], batch["target"], batch["target_lengths"])
+    with torch.autocast("cpu", dtype=AMP[amp] or torch.bfloat16, enabled=AMP[amp] is not None):
+        out = model(batch["feats"], batch["feats_lengths"], batch["target"], batch["target_lengths"])
     out["loss"].backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     opt.step()
@@ -244,7 +248,7 @@ def worker(args) -> None:
         elif cmd["op"] == "run":
             torch.manual_seed(cmd.get("seed", 0))
             cpu = time.process_time()
-            reply = {"times": [_worker_step(model, opt, b, configs.get("grad_clip", 5.0))
+            reply = {"times": [_worker_step(model, opt, b, configs.get("grad_clip", 5.0), args.amp)
                                for b in batches[:cmd.get("n", len(batches))]],
                      "cpu": time.process_time() - cpu}
         elif cmd["op"] == "profile":
@@ -376,7 +380,8 @@ def _compare_in(args, configs, tmp: str, tree: str) -> None:
     print(f"{len(batches)} batches of {args.batch_size} from {source}: {audio_s:.1f} s of audio, "
           f"{100 * (1 - frames / padded):.1f} % padding; config {args.compare_config}; "
           f"{args.threads} thread(s) per side")
-    flags = (("--compile",) if args.compile else ()) + (("--no_tune_memory",) if args.no_tune_memory else ())
+    flags = ((("--compile",) if args.compile else ()) + (("--no_tune_memory",) if args.no_tune_memory else ())
+             + ("--amp", args.amp))
     old = _Side(f"old {args.compare}", tree, tmp, args.threads)
     new = _Side("new", REPO, tmp, args.threads, flags)
     try:
@@ -447,6 +452,8 @@ def main() -> None:
                    help="--compare: print the top N operators of each side (torch.profiler)")
     p.add_argument("--no_tune_memory", action="store_true",
                    help="--compare: the new side leaves the allocator as it is")
+    p.add_argument("--amp", default="none", choices=sorted(AMP),
+                   help="--compare: CPU autocast dtype of the new side's forward (the old side: float32)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--worker_conf", help=argparse.SUPPRESS)
     p.add_argument("--worker_batches", help=argparse.SUPPRESS)

@@ -184,6 +184,11 @@ def _resolve_cmvn(path: str, configs: Dict[str, Any]) -> None:
 
 
 def _load_script(path: str, device: str) -> ScriptedModel:
+    # TorchScript's default fusion strategy compiles static-shape specialisations first;
+    # recognition feeds every batch in a new shape, so it kept recompiling (transcribing
+    # the main job's test set 5-50x slower than the eager model, varying from run to run).
+    # One dynamic-shape specialisation keeps it steady (bench/transcribe.py). Process-wide.
+    torch.jit.set_fusion_strategy([("DYNAMIC", 1)])
     with warnings.catch_warnings():  # torch 2.14 deprecates jit.load; WeNet runtimes need it
         warnings.filterwarnings("ignore", message=r"`torch\.jit\.load` is deprecated",
                                 category=FutureWarning)

@@ -60,6 +60,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--gpu", type=int, default=-1, help="GPU index, -1 for CPU")
     add_search_options(p)
+    p.set_defaults(ctc_weight=0.5)  # run.sh stage 5's setting, so the text is RESULTS.md's
     return p
 
 

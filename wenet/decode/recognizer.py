@@ -142,7 +142,8 @@ class Recognizer:
     encoder's chunking), transcribing in batches of ``batch_size``."""
 
     loaded: LoadedModel
-    options: DecodeOptions = field(default_factory=DecodeOptions)
+    # run.sh stage 5's search settings (beam 10, CTC weight 0.5 in attention rescoring)
+    options: DecodeOptions = field(default_factory=lambda: DecodeOptions(ctc_weight=0.5))
     batch_size: int = 16
     decoding_chunk_size: int = -1
     num_decoding_left_chunks: int = -1

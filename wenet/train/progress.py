@@ -83,25 +83,25 @@ class EpochProgress:
     def add(self, out: Dict[str, Any], batch: Dict[str, Any]) -> None:
         """Count a good batch (its losses and audio) into the next log line."""
         self.window.n += 1
-        for key in LOSS_KEYS:
-            value = out.get(key)
-            if value is not None:
-                self.window.losses[key] += float(value.detach())
+        for key, value in out.items():  # LOSS_KEYS, and what a model adds (loss_cr, loss_pruned...)
+            if (key in LOSS_KEYS or key.startswith("loss_")) and value is not None:
+                self.window.losses[key] = self.window.losses.get(key, 0.0) + float(value.detach())
         self.window.audio += float(batch["feats_lengths"].sum()) * self.conf.frame_shift_ms / 1000.0
 
     def log_batch(self, st: TrainState, lr: float) -> None:
         """The periodic log line and tensorboard points (rank 0); opens a new window."""
         now, w = time.time(), self.window
         n = max(1, w.n)
-        means = {key: w.losses[key] / n for key in LOSS_KEYS}
+        means = {key: total / n for key, total in w.losses.items()}
+        extra = "".join(f" {key} {means[key]:.4f}" for key in means if key not in LOSS_KEYS)
         throughput = w.audio / max(1e-9, now - w.t)
         per_batch = (now - self.start) / max(1, st.batches_done - self.first_batch)
         epoch_eta, train_eta = eta(st, per_batch, self.conf.max_epoch)
         if self.dist.rank == 0:
-            logging.info("epoch %d batch %d step %d: loss %.4f loss_ctc %.4f loss_att %.4f lr %.3e "
-                         "grad_norm %.3f | %.1f audio s/s per rank | ETA epoch %s, training %s",
-                         st.epoch, st.batches_done, st.step, means["loss"], means["loss_ctc"],
-                         means["loss_att"], lr, self.grad_norm, throughput,
+            logging.info("epoch %d batch %d step %d: loss %.4f loss_ctc %.4f loss_att %.4f%s "
+                         "lr %.3e grad_norm %.3f | %.1f audio s/s per rank | ETA epoch %s, "
+                         "training %s", st.epoch, st.batches_done, st.step, means["loss"],
+                         means["loss_ctc"], means["loss_att"], extra, lr, self.grad_norm, throughput,
                          fmt_eta(epoch_eta), fmt_eta(train_eta))
             self._write_batch_scalars(st, means, lr, throughput)
         w.reset(now)
@@ -110,8 +110,8 @@ class EpochProgress:
                              throughput: float) -> None:
         if self.writer is None:
             return
-        for key in LOSS_KEYS:
-            self.writer.add_scalar(f"train/{key}", means[key], st.step)
+        for key, value in means.items():
+            self.writer.add_scalar(f"train/{key}", value, st.step)
         self.writer.add_scalar("train/lr", lr, st.step)
         self.writer.add_scalar("train/grad_norm", self.grad_norm, st.step)
         self.writer.add_scalar("train/throughput", throughput * self.dist.world_size, st.step)

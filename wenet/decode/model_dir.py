@@ -188,10 +188,12 @@ def _load_script(path: str, device: str) -> ScriptedModel:
     # recognition feeds every batch in a new shape, so it kept recompiling (transcribing
     # the main job's test set 5-50x slower than the eager model, varying from run to run).
     # One dynamic-shape specialisation keeps it steady (bench/transcribe.py). Process-wide.
-    torch.jit.set_fusion_strategy([("DYNAMIC", 1)])
-    with warnings.catch_warnings():  # torch 2.14 deprecates jit.load; WeNet runtimes need it
+    with warnings.catch_warnings():  # torch 2.14 deprecates both; WeNet runtimes need them
+        warnings.filterwarnings("ignore", message=r"`torch\.jit\.set_fusion_strategy` is "
+                                "deprecated", category=DeprecationWarning)
         warnings.filterwarnings("ignore", message=r"`torch\.jit\.load` is deprecated",
                                 category=FutureWarning)
+        torch.jit.set_fusion_strategy([("DYNAMIC", 1)])
         script = torch.jit.load(path, map_location=device)
     return ScriptedModel(script.eval())
 

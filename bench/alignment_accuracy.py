@@ -48,7 +48,8 @@ from local.synth.voices import split_voices  # noqa: E402
 from wenet.dataset.audio import resample  # noqa: E402
 from wenet.dataset.fbank import FeatureConf  # noqa: E402
 from wenet.dataset.tokenizer import Tokenizer  # noqa: E402
-from wenet.decode.align import ctc_forced_align, token_spans, word_spans  # noqa: E402
+from wenet.decode.align import (RefineConf, WordSpan, ctc_forced_align,  # noqa: E402
+                                refine_word_spans, token_spans, word_spans)
 from wenet.decode.align_batch import Aligner, Utterance  # noqa: E402
 from wenet.models import load_model  # noqa: E402
 from wenet.utils.file_utils import load_yaml, read_symbol_table  # noqa: E402
@@ -73,6 +74,13 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus_seed", type=int, default=777, help="run.sh's seed: the voice split")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--keep_dir", default=None, help="keep the wavs, data.list and truth here")
+    p.add_argument("--load_dir", default=None, help="reuse a set written by --keep_dir")
+    p.add_argument("--word_source", default="vocabulary", choices=["vocabulary", "sentences"],
+                   help="random corpus words, or the words of a corpus-style sentence in order")
+    p.add_argument("--refine_window", type=float, default=RefineConf.window_s)
+    p.add_argument("--refine_margin_db", type=float, default=RefineConf.margin_db)
+    p.add_argument("--sweep", action="store_true",
+                   help="also try a grid of refinement settings (on dev voices only)")
     return p
 
 
@@ -122,10 +130,15 @@ def make_set(args, tmp: str) -> List[dict]:
     rng = random.Random(args.seed)
     vocab = sorted(vocabulary(SentenceGenerator(random.Random(args.corpus_seed)).distinct(3000)))
     voices = split_voices(args.corpus_seed)[args.voices]
+    sentences = SentenceGenerator(random.Random(f"{args.seed}-sentences"), args.min_words,
+                                  args.max_words)
     utts = []
     for n in range(args.num_utts):
         voice = voices[n % len(voices)]
-        words = rng.sample(vocab, rng.randint(args.min_words, args.max_words))
+        if args.word_source == "sentences":
+            words = sentences.sentence().split()
+        else:
+            words = rng.sample(vocab, rng.randint(args.min_words, args.max_words))
         wav, truth = build_utterance(rng, voice, words, args, tmp)
         utts.append({"key": f"align{n:03d}_{voice.voice_id}", "wav": wav, "truth": truth})
     return utts
@@ -137,47 +150,85 @@ def torchaudio_path(log_probs: torch.Tensor, tokens: List[int], blank: int) -> L
     return path[0].tolist()
 
 
-def errors(words, truth) -> Dict[str, List[float]]:
-    """Signed errors (predicted - true, s) of word starts and ends."""
+def edit_distance(a: List[int], b: List[int]) -> int:
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (x != y))
+    return row[-1]
+
+
+def greedy_ter(log_probs: torch.Tensor, tokens: List[int], blank: int) -> float:
+    """Token error rate of CTC greedy search against the transcript's tokens."""
+    best = log_probs.argmax(-1).tolist()
+    hyp = [x for i, x in enumerate(best) if x != blank and (i == 0 or x != best[i - 1])]
+    return edit_distance(tokens, hyp) / max(1, len(tokens))
+
+
+def boundaries(words, truth, ter: float, pad: float) -> List[Tuple[str, float, str, float]]:
+    """(kind, signed error s, gap class, greedy TER) per word boundary."""
     if [w.word for w in words] != [t[0] for t in truth]:
         raise RuntimeError(f"word mismatch: {[w.word for w in words]} vs {truth}")
-    return {"start": [w.start_s - t[1] for w, t in zip(words, truth)],
-            "end": [w.end_s - t[2] for w, t in zip(words, truth)]}
+    gaps = [pad] + [b[1] - a[2] for a, b in zip(truth, truth[1:])] + [pad]
+    out = []
+    for i, (w, t) in enumerate(zip(words, truth)):
+        out.append(("start", w.start_s - t[1], gap_class(gaps[i], i == 0), ter))
+        out.append(("end", w.end_s - t[2], gap_class(gaps[i + 1], i == len(truth) - 1), ter))
+    return out
 
 
-def report(name: str, errs: Dict[str, List[float]], tol: float) -> float:
-    both = np.abs(np.array(errs["start"] + errs["end"]))
-    within = float((both <= tol).mean())
-    print(f"{name}: {100 * within:.1f} % of {len(both)} word boundaries within "
-          f"{1000 * tol:.0f} ms (median |error| {1000 * np.median(both):.0f} ms)")
-    signed = np.array(errs["start"] + errs["end"])
-    shift = float(np.median(signed))
-    sweep = ", ".join(f"{100 * (both <= t).mean():.1f} % within {1000 * t:.0f} ms"
-                      for t in (0.1, 0.2, 0.4))
-    print(f"  {sweep}; after the best constant shift ({1000 * shift:+.0f} ms, an oracle): "
-          f"{100 * (np.abs(signed - shift) <= tol).mean():.1f} % within {1000 * tol:.0f} ms")
-    for kind in ("start", "end"):
-        e = np.array(errs[kind])
-        print(f"  {kind:5s}: within {100 * (np.abs(e) <= tol).mean():5.1f} %, mean error "
-              f"{1000 * e.mean():+6.0f} ms, median |error| {1000 * np.median(np.abs(e)):4.0f} ms, "
-              f"max |error| {1000 * np.abs(e).max():4.0f} ms")
+def gap_class(gap: float, edge: bool) -> str:
+    return "pad" if edge else ("gap<0.25s" if gap < 0.25 else "gap>=0.25s")
+
+
+def report(name: str, rows, tol: float) -> float:
+    err = np.array([r[1] for r in rows])
+    within = float((np.abs(err) <= tol).mean())
+    print(f"{name}: {100 * within:.1f} % of {len(err)} word boundaries within "
+          f"{1000 * tol:.0f} ms (median |error| {1000 * np.median(np.abs(err)):.0f} ms); "
+          + ", ".join(f"{100 * (np.abs(err) <= t).mean():.1f} % within {1000 * t:.0f} ms"
+                      for t in (0.1, 0.2, 0.4)))
+    shift = float(np.median(err))
+    print(f"  after the best constant shift on these same utterances ({1000 * shift:+.0f} ms, "
+          f"an oracle): {100 * (np.abs(err - shift) <= tol).mean():.1f} % within "
+          f"{1000 * tol:.0f} ms")
+    groups = {}
+    for kind, e, gap, ter in rows:
+        for g in (kind, f"{kind} {gap}", f"{kind} TER{'<=' if ter <= 0.25 else '>'}0.25"):
+            groups.setdefault(g, []).append(e)
+    for g, e in sorted(groups.items()):
+        e = np.array(e)
+        print(f"  {g:22s} n={len(e):4d} within {100 * (np.abs(e) <= tol).mean():5.1f} %, "
+              f"mean {1000 * e.mean():+6.0f} ms, median |error| "
+              f"{1000 * np.median(np.abs(e)):4.0f} ms, max |error| {1000 * np.abs(e).max():4.0f} ms")
     return within
 
 
-def evaluate(args, utts: List[dict]) -> None:
+def load_aligner(args) -> Aligner:
     ckpt = args.checkpoint or sorted(glob.glob(os.path.join(args.exp_dir, "avg_*.pt")))[-1]
     configs = load_yaml(os.path.join(args.exp_dir, "train.yaml"))
     cmvn = configs.get("cmvn_file")
     if cmvn and not os.path.isabs(cmvn) and not os.path.exists(cmvn):
         # a path relative to the recipe root (exp_dir/../..), where training ran
         configs["cmvn_file"] = os.path.join(args.exp_dir, "..", "..", cmvn)
-    model = load_model(configs, ckpt)
-    aligner = Aligner(model, Tokenizer(read_symbol_table(args.dict), args.bpe_model),
-                      FeatureConf.from_config(configs))
-    print(f"model {ckpt}; {len(utts)} utterances, {sum(len(u['truth']) for u in utts)} words, "
-          f"{1000 * aligner.frame_shift_s:.0f} ms per encoder frame")
-    errs = {"ours": {"start": [], "end": []}, "torchaudio": {"start": [], "end": []}}
-    same_paths, same_bounds, total_bounds, secs = 0, 0, 0, {"ours": 0.0, "torchaudio": 0.0}
+    print(f"model {ckpt}")
+    return Aligner(load_model(configs, ckpt),
+                   Tokenizer(read_symbol_table(args.dict), args.bpe_model),
+                   FeatureConf.from_config(configs))
+
+
+def refine_conf(args, window: float = None, margin: float = None) -> RefineConf:
+    return RefineConf(window_s=args.refine_window if window is None else window,
+                      margin_db=args.refine_margin_db if margin is None else margin)
+
+
+def align_all(args, aligner: Aligner, utts: List[dict]) -> Dict[str, list]:
+    """Boundary rows per variant; prints agreement, Viterbi time and greedy TER."""
+    rows = {"ctc ours": [], "ctc torchaudio": [], "ctc ours, end at next word": [],
+            "refined": []}
+    sweep = {(w, m): [] for w in (0.04, 0.08, 0.16) for m in (6.0, 10.0, 15.0, 20.0)}
+    same, secs, ters = 0, {"ours": 0.0, "torchaudio": 0.0}, []
     for u in utts:
         txt = " ".join(t[0] for t in u["truth"])
         prepared = aligner.prepare({"key": u["key"], "txt": txt, "sample_rate": TARGET_RATE,
@@ -185,27 +236,48 @@ def evaluate(args, utts: List[dict]) -> None:
         if not isinstance(prepared, Utterance):
             raise RuntimeError(f"{u['key']}: {prepared}")
         (logp,) = aligner.log_probs([prepared])
-        words = {}
+        ters.append(greedy_ter(logp, prepared.tokens, aligner.blank_id))
+        paths = {}
         for name, fn in (("ours", ctc_forced_align), ("torchaudio", torchaudio_path)):
             start = time.perf_counter()
-            path = fn(logp, prepared.tokens, aligner.blank_id)
+            paths[name] = fn(logp, prepared.tokens, aligner.blank_id)
             secs[name] += time.perf_counter() - start
-            spans = token_spans(path, logp, aligner.blank_id)
-            words[name] = word_spans(spans, prepared.units, aligner.frame_shift_s)
-            for kind, e in errors(words[name], u["truth"]).items():
-                errs[name][kind] += e
-            if name == "ours":
-                ours_path = path
-        same_paths += ours_path == path
-        pairs = zip(words["ours"], words["torchaudio"])
-        same_bounds += sum((a.start_s == b.start_s) + (a.end_s == b.end_s) for a, b in pairs)
-        total_bounds += 2 * len(words["ours"])
-    report("ours      ", errs["ours"], args.tolerance)
-    report("torchaudio", errs["torchaudio"], args.tolerance)
-    print(f"agreement: identical frame paths in {same_paths} of {len(utts)} utterances, "
-          f"identical boundaries {same_bounds} of {total_bounds}")
-    print(f"Viterbi time: ours {secs['ours']:.3f} s, torchaudio {secs['torchaudio']:.3f} s "
-          f"({len(utts)} utterances)")
+            words = word_spans(token_spans(paths[name], logp, aligner.blank_id),
+                               prepared.units, aligner.frame_shift_s)
+            rows[f"ctc {name}"] += boundaries(words, u["truth"], ters[-1], args.pad)
+        same += paths["ours"] == paths["torchaudio"]
+        ours = word_spans(token_spans(paths["ours"], logp, aligner.blank_id), prepared.units,
+                          aligner.frame_shift_s)
+        to_next = [WordSpan(w.word, w.start_s, nxt.start_s if nxt else len(logp) *
+                            aligner.frame_shift_s, w.confidence)
+                   for w, nxt in zip(ours, ours[1:] + [None])]
+        rows["ctc ours, end at next word"] += boundaries(to_next, u["truth"], ters[-1], args.pad)
+        rows["refined"] += boundaries(refine_word_spans(ours, u["wav"], TARGET_RATE,
+                                                        refine_conf(args)),
+                                      u["truth"], ters[-1], args.pad)
+        for (w, m), r in (sweep.items() if args.sweep else ()):
+            r += boundaries(refine_word_spans(ours, u["wav"], TARGET_RATE, refine_conf(args, w, m)),
+                            u["truth"], ters[-1], args.pad)
+    print(f"{len(utts)} utterances, {sum(len(u['truth']) for u in utts)} words, "
+          f"{1000 * aligner.frame_shift_s:.0f} ms per encoder frame; CTC greedy token error "
+          f"rate {100 * np.mean(ters):.1f} % (per utterance: median {100 * np.median(ters):.0f} %, "
+          f"{sum(t <= 0.25 for t in ters)} of {len(ters)} at most 25 %)")
+    print(f"agreement: identical frame paths in {same} of {len(utts)} utterances; Viterbi time "
+          f"ours {secs['ours']:.3f} s, torchaudio {secs['torchaudio']:.3f} s")
+    for (w, m), r in sweep.items():
+        if r:
+            e = np.abs([x[1] for x in r])
+            print(f"sweep refine window {1000 * w:.0f} ms margin {m:.0f} dB: "
+                  f"{100 * (e <= args.tolerance).mean():.1f} % within {1000 * args.tolerance:.0f} ms")
+    return rows
+
+
+def evaluate(args, utts: List[dict]) -> None:
+    rows = align_all(args, load_aligner(args), utts)
+    print(f"voices: {args.voices}; refinement: window {1000 * args.refine_window:.0f} ms, "
+          f"margin {args.refine_margin_db:.0f} dB")
+    for name, r in rows.items():
+        report(name, r, args.tolerance)
 
 
 def keep(args, utts: List[dict]) -> None:
@@ -221,13 +293,30 @@ def keep(args, utts: List[dict]) -> None:
             tru.write(json.dumps({"key": u["key"], "words": u["truth"]}) + "\n")
 
 
+def load(load_dir: str) -> List[dict]:
+    """The set ``keep`` wrote."""
+    with open(os.path.join(load_dir, "truth.json")) as f:
+        truth = {d["key"]: d["words"] for d in map(json.loads, f)}
+    utts = []
+    with open(os.path.join(load_dir, "data.list")) as f:
+        for d in map(json.loads, f):
+            wav, rate = sf.read(d["wav"], dtype="float64")
+            if rate != TARGET_RATE:
+                raise ValueError(f"{d['wav']}: {rate} Hz, expected {TARGET_RATE}")
+            utts.append({"key": d["key"], "wav": wav, "truth": truth[d["key"]]})
+    return utts
+
+
 def main() -> None:
     args = get_parser().parse_args()
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(1)
-    with tempfile.TemporaryDirectory() as tmp:
-        utts = make_set(args, tmp)
-    if args.keep_dir:
+    if args.load_dir:
+        utts = load(args.load_dir)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            utts = make_set(args, tmp)
+    if args.keep_dir and not args.load_dir:
         keep(args, utts)
     with torch.no_grad():
         evaluate(args, utts)

@@ -214,3 +214,45 @@ def test_a_bad_list_line_is_reported_by_its_place(setup, tmp_path):
     assert [i["key"] if isinstance(i, dict) else i.key for i in items] == \
         ["u0", f"{bad}:2", "short"]
     assert isinstance(items[1], Failure) and items[1].reason == "bad list line"
+
+
+def test_refined_words_sit_on_energy_edges_near_the_ctc_times(setup, tmp_path):
+    """--refine_boundaries: token times unchanged; each word boundary either stays where
+    CTC put it or moved at most --refine_window onto a 10 ms energy edge of the audio
+    (brute force: the energy of every 10 ms window, thresholded as documented)."""
+    d = setup
+    rng = np.random.default_rng(1)
+    lines = []
+    for n, txt in enumerate(["ab ca", "cab ba c", "a b c"]):
+        wav = 1e-3 * rng.standard_normal(32000)  # 2 s of faint noise with tone bursts
+        for k in range(len(txt.split())):
+            start = 4000 + 8000 * k + 160 * int(rng.integers(0, 10))
+            wav[start:start + 4800] += 0.3 * np.sin(np.arange(4800) * (0.1 + 0.05 * n))
+        sf.write(tmp_path / f"r{n}.wav", wav.astype(np.float32), 16000)
+        lines.append(json.dumps({"key": f"r{n}", "wav": str(tmp_path / f"r{n}.wav"), "txt": txt}))
+    (tmp_path / "data.list").write_text("\n".join(lines) + "\n")
+    window = 0.1
+    outs = {}
+    for name, extra in (("raw", []), ("ref", ["--refine_boundaries", "--refine_window",
+                                              str(window), "--refine_margin_db", "10"])):
+        outs[name] = tmp_path / name
+        outs[name].mkdir()
+        assert alignment_main(["--config", str(d / "train.yaml"), "--checkpoint",
+                               str(d / "model.pt"), "--input_file", str(tmp_path / "data.list"),
+                               "--dict", str(d / "units.txt"),
+                               "--result_file", str(outs[name] / "words"), *extra]) == 0
+    assert (outs["raw"] / "words.tokens").read_text() == (outs["ref"] / "words.tokens").read_text()
+    raw_w, ref_w = _lines(outs["raw"] / "words"), _lines(outs["ref"] / "words")
+    assert [r[:2] for r in raw_w] == [r[:2] for r in ref_w]
+    moved = 0
+    for (key, _, s0, e0), (_, _, s1, e1) in zip(raw_w, ref_w):
+        wav, _ = sf.read(tmp_path / f"{key}.wav", dtype="float64")
+        energy = [10 * np.log10(np.mean(wav[i:i + 160] ** 2) + 1e-20)
+                  for i in range(0, len(wav) - 159, 160)]
+        speech = [e > np.percentile(energy, 10) + 10 for e in energy]
+        edges = {k for k in range(1, len(speech)) if speech[k] != speech[k - 1]}
+        for old, new in ((float(s0), float(s1)), (float(e0), float(e1))):
+            assert new == pytest.approx(old, abs=6e-4) or (
+                abs(new - old) <= window + 1e-3 and round(new * 100) in edges), (key, old, new)
+            moved += abs(new - old) > 1e-3
+    assert moved > 0  # the bursts give edges near some boundaries

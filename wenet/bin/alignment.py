@@ -13,6 +13,12 @@ in the dictionary, too few frames) is logged and written to ``--failed_file``
 (default ``<result_file>.failed``) as ``key reason: detail``, and skipped; the last
 log line counts aligned and failed utterances by reason. The exit status is 0 even
 when some fail (it is 1 when none aligns).
+
+Word times are CTC's (a word starts at the first frame of its first token and ends
+after the last frame of its last token; frame ``f`` is at ``f`` x subsampling x frame
+shift seconds). ``--refine_boundaries`` moves each word start/end to the nearest rise/fall
+of the audio's 10 ms energy within ``--refine_window`` (useful where words are separated
+by pauses; a boundary with no energy edge nearby stays where CTC put it).
 """
 from __future__ import annotations
 
@@ -28,7 +34,7 @@ from tqdm import tqdm
 
 from wenet.dataset.fbank import FeatureConf
 from wenet.dataset.tokenizer import Tokenizer
-from wenet.decode.align import token_intervals
+from wenet.decode.align import RefineConf, token_intervals
 from wenet.decode.align_batch import (Aligner, Alignment, Failure, align_data_list,
                                       failure_line, summary)
 from wenet.eval.timing_formats import ctm_lines, textgrid_text
@@ -53,6 +59,13 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--textgrid_dir", default=None, help="write <key>.TextGrid files here")
     p.add_argument("--gen_praat", action="store_true",
                    help="write TextGrids to --textgrid_dir or <result_file's dir>/textgrid")
+    p.add_argument("--refine_boundaries", action="store_true",
+                   help="move each word boundary to the nearest energy edge of the audio "
+                        "within --refine_window (token times stay CTC's)")
+    p.add_argument("--refine_window", type=float, default=RefineConf.window_s,
+                   help="seconds a refined boundary may move")
+    p.add_argument("--refine_margin_db", type=float, default=RefineConf.margin_db,
+                   help="speech threshold above the utterance's noise floor, dB")
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--gpu", type=int, default=-1, help="GPU index, -1 for CPU")
     return p
@@ -88,7 +101,10 @@ def run(args: argparse.Namespace) -> int:
     device = torch.device(f"cuda:{args.gpu}" if args.gpu >= 0 else "cpu")
     model = load_model(configs, args.checkpoint, device)
     tokenizer = Tokenizer(read_symbol_table(args.dict), args.bpe_model)
-    aligner = Aligner(model, tokenizer, FeatureConf.from_config(configs, args.config), device)
+    refine = (RefineConf(window_s=args.refine_window, margin_db=args.refine_margin_db)
+              if args.refine_boundaries else None)
+    aligner = Aligner(model, tokenizer, FeatureConf.from_config(configs, args.config), device,
+                      refine)
     paths = {"words": args.result_file, "tokens": args.token_file or args.result_file + ".tokens",
              "failed": args.failed_file or args.result_file + ".failed"}
     if args.ctm:

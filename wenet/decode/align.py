@@ -209,3 +209,60 @@ def frame_shift_seconds(subsampling_rate: int, fbank_frame_shift_ms: float) -> f
     """Seconds per encoder output frame: ``model.subsampling_rate()`` input frames of
     ``FeatureConf.frame_shift`` milliseconds each."""
     return subsampling_rate * fbank_frame_shift_ms / 1000.0
+
+
+@dataclass
+class RefineConf:
+    """Boundary refinement (``refine_word_spans``): each CTC word boundary may move by at
+    most ``window_s`` to the nearest place where the audio's 10 ms energy crosses the speech
+    threshold, ``margin_db`` above the utterance's noise floor (its ``floor_percentile``-th
+    percentile of 10 ms energies)."""
+
+    window_s: float = 0.08
+    margin_db: float = 10.0
+    floor_percentile: float = 10.0
+    hop_s: float = 0.01
+
+
+def energy_db(samples: np.ndarray, rate: int, hop_s: float = 0.01) -> np.ndarray:
+    """Energy in dB of consecutive non-overlapping windows of ``hop_s`` seconds (a last
+    partial window is dropped)."""
+    hop = max(1, int(round(rate * hop_s)))
+    n = len(samples) // hop
+    frames = np.asarray(samples[: n * hop], dtype=np.float64).reshape(n, hop)
+    return 10.0 * np.log10((frames ** 2).mean(axis=1) + 1e-20)
+
+
+def _nearest(edges: np.ndarray, at: float, lo: float, hi: float) -> float:
+    """The edge (seconds) nearest ``at`` inside ``[lo, hi]``, or ``at`` when none is."""
+    inside = edges[(edges >= lo) & (edges <= hi)]
+    return float(inside[np.argmin(np.abs(inside - at))]) if inside.size else at
+
+
+def refine_word_spans(words: Sequence[WordSpan], samples: np.ndarray, rate: int,
+                      conf: RefineConf = RefineConf()) -> List[WordSpan]:
+    """Word spans with each start moved to the nearest speech onset and each end to the
+    nearest speech offset within ``conf.window_s`` of the CTC boundary (a boundary with no
+    such edge nearby stays). Onsets/offsets are where the 10 ms energy rises above / falls
+    below the speech threshold. Words keep their order: a start never moves before the
+    previous word's end, and a word keeps at least one hop."""
+    if not words:
+        return []
+    energy = energy_db(samples, rate, conf.hop_s)
+    if energy.size < 2:
+        return list(words)
+    speech = energy > np.percentile(energy, conf.floor_percentile) + conf.margin_db
+    change = np.nonzero(speech[1:] != speech[:-1])[0] + 1  # index of the first frame after
+    onsets = change[speech[change]] * conf.hop_s
+    offsets = change[~speech[change]] * conf.hop_s
+    out: List[WordSpan] = []
+    prev_end = 0.0
+    for w in words:
+        w_s = conf.window_s
+        start = _nearest(onsets, w.start_s, max(prev_end, w.start_s - w_s), w.start_s + w_s)
+        end = _nearest(offsets, w.end_s, w.end_s - w_s, w.end_s + w_s)
+        start = max(start, prev_end)
+        end = max(end, start + conf.hop_s)
+        out.append(WordSpan(w.word, start, end, w.confidence))
+        prev_end = end
+    return out

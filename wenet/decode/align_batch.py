@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Iterator, List, Sequence, Union
+from typing import Iterator, List, Optional, Sequence, Union
 
 import torch
 from torch.nn.utils.rnn import pad_sequence
@@ -22,8 +22,9 @@ from wenet.dataset.fbank import FeatureConf, compute_fbank
 from wenet.dataset.sources import raw_samples, shard_samples
 from wenet.dataset.stats import PipelineStats
 from wenet.dataset.tokenizer import Tokenizer
-from wenet.decode.align import (AlignmentError, TokenSpan, WordSpan, ctc_forced_align,
-                                frame_shift_seconds, token_spans, word_spans)
+from wenet.decode.align import (AlignmentError, RefineConf, TokenSpan, WordSpan,
+                                ctc_forced_align, frame_shift_seconds, refine_word_spans,
+                                token_spans, word_spans)
 from wenet.utils.file_utils import text_lines
 
 logger = logging.getLogger(__name__)
@@ -50,6 +51,8 @@ class Utterance:
     tokens: List[int]
     units: List[str]
     duration_s: float
+    wav: Optional[torch.Tensor] = None  # (samples,) mono, kept for boundary refinement
+    sample_rate: int = 0
 
 
 @dataclass
@@ -97,13 +100,17 @@ def read_data_list(data_list: str, data_type: str = "raw") -> Iterator[Union[dic
 
 class Aligner:
     """A model with a CTC head, its units and features: ``prepare`` a sample, then
-    ``align`` a batch of prepared utterances."""
+    ``align`` a batch of prepared utterances. With ``refine`` given, word boundaries are
+    moved to nearby energy edges of the audio (``align.refine_word_spans``); token spans
+    stay the CTC ones."""
 
     def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer,
-                 feature_conf: FeatureConf, device: Union[str, torch.device] = "cpu") -> None:
+                 feature_conf: FeatureConf, device: Union[str, torch.device] = "cpu",
+                 refine: Optional[RefineConf] = None) -> None:
         if getattr(model, "ctc", None) is None:
             raise ValueError("the model has no CTC head: forced alignment needs one")
         self.model, self.tokenizer, self.conf = model, tokenizer, feature_conf
+        self.refine = refine
         self.device = torch.device(device)
         self.blank_id = tokenizer.symbol_table.get("<blank>", 0)
         self.frame_shift_s = frame_shift_seconds(model.subsampling_rate(), feature_conf.frame_shift)
@@ -135,7 +142,7 @@ class Aligner:
                            f"{feats.size(0)} feature frames, the encoder needs "
                            f"{self.model.right_context() + 1} for one output frame")
         return Utterance(key, feats, tokens, [self.id_to_unit[t] for t in tokens],
-                         wav.size(1) / rate)
+                         wav.size(1) / rate, wav[0] if self.refine else None, rate)
 
     @torch.no_grad()
     def log_probs(self, utts: Sequence[Utterance]) -> List[torch.Tensor]:
@@ -160,6 +167,9 @@ class Aligner:
                 continue
             spans = token_spans(path, logp, self.blank_id)
             words = word_spans(spans, utt.units, self.frame_shift_s)
+            if self.refine is not None and utt.wav is not None:
+                words = refine_word_spans(words, utt.wav.double().numpy(), utt.sample_rate,
+                                          self.refine)
             results.append(Alignment(utt.key, utt.duration_s, path, spans, utt.units, words,
                                      self.frame_shift_s))
         return results

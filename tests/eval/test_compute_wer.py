@@ -12,14 +12,16 @@ from tests.common import REPO
 ROOT = REPO
 
 
-def _write(path, lines):
+def write_lines(path, lines):
+    """Write ``lines`` (one per line) to ``path``; returns the path as a string."""
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return str(path)
 
 
-def _cli(tmp_path, ref_lines, hyp_lines, *opts):
-    ref = _write(tmp_path / "ref", ref_lines)
-    hyp = _write(tmp_path / "hyp", hyp_lines)
+def compute_wer_cli(tmp_path, ref_lines, hyp_lines, *opts):
+    """(stdout, stderr) of tools/compute-wer.py on ref/hyp files of these lines."""
+    ref = write_lines(tmp_path / "ref", ref_lines)
+    hyp = write_lines(tmp_path / "hyp", hyp_lines)
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "compute-wer.py"), *opts,
                            ref, hyp], capture_output=True, text=True, encoding="utf-8",
                           env={**os.environ, "PYTHONPATH": ROOT}, check=True)
@@ -27,7 +29,7 @@ def _cli(tmp_path, ref_lines, hyp_lines, *opts):
 
 
 def test_full_report_insertions_at_both_ends_empty_and_missing_hyp(tmp_path):
-    out, err = _cli(tmp_path, ["u1 a b c", "u2 x y", "u3 p q r"],
+    out, err = compute_wer_cli(tmp_path, ["u1 a b c", "u2 x y", "u3 p q r"],
                     ["u1 z a b c q", "u2", "u9 stray"], "--v=1")
     expected = (
         "\nutt: u1\nWER: 66.67 % N=3 C=3 S=0 D=0 I=2\n"
@@ -47,7 +49,7 @@ def test_full_report_insertions_at_both_ends_empty_and_missing_hyp(tmp_path):
 
 
 def test_quiet_output_and_substitutions(tmp_path):
-    out, _ = _cli(tmp_path, ["k1 the cat sat on the mat"], ["k1 the bat sat the mat mat"],
+    out, _ = compute_wer_cli(tmp_path, ["k1 the cat sat on the mat"], ["k1 the bat sat the mat mat"],
                   "--v=0")
     # the/the C, cat/bat S, sat/sat C, on D, the/the C, mat/mat C, +mat I
     assert out == "Overall -> 50.00 % N=6 C=4 S=1 D=1 I=1\n\n"
@@ -56,27 +58,27 @@ def test_quiet_output_and_substitutions(tmp_path):
 def test_char_mode_mixed_text(tmp_path):
     assert split_chars("我们 ok好,Hello <unk>世界。") == ["我", "们", "ok", "好", "Hello", "<unk>",
                                                       "世", "界"]
-    out, _ = _cli(tmp_path, ["c1 我们 ok 好的"], ["c1 我 OK 好地 x"], "--char=1", "--v=0")
+    out, _ = compute_wer_cli(tmp_path, ["c1 我们 ok 好的"], ["c1 我 OK 好地 x"], "--char=1", "--v=0")
     # 我 C, 们 D, OK C, 好 C, 的/地 S, x I -> N=5
     assert out == "Overall -> 60.00 % N=5 C=3 S=1 D=1 I=1\n\n"
 
 
 def test_case_sensitivity_ignore_words_and_tags(tmp_path):
     ref, hyp = ["s1 Hello uh World <noise>"], ["s1 hello um world"]
-    out, _ = _cli(tmp_path, ref, hyp, "--v=0")
+    out, _ = compute_wer_cli(tmp_path, ref, hyp, "--v=0")
     assert out == "Overall -> 33.33 % N=3 C=2 S=1 D=0 I=0\n\n"  # uh/um substituted
-    out, _ = _cli(tmp_path, ref, hyp, "--v=0", "--cs=1")
+    out, _ = compute_wer_cli(tmp_path, ref, hyp, "--v=0", "--cs=1")
     assert out == "Overall -> 100.00 % N=3 C=0 S=3 D=0 I=0\n\n"
     ig = tmp_path / "ig"
     ig.write_text("UH\nUM\n")
-    out, _ = _cli(tmp_path, ref, hyp, "--v=0", f"--ig={ig}")
+    out, _ = compute_wer_cli(tmp_path, ref, hyp, "--v=0", f"--ig={ig}")
     assert out == "Overall -> 0.00 % N=2 C=2 S=0 D=0 I=0\n\n"
-    out, _ = _cli(tmp_path, ref, hyp, "--v=0", "--rt=0", f"--ig={ig}")
+    out, _ = compute_wer_cli(tmp_path, ref, hyp, "--v=0", "--rt=0", f"--ig={ig}")
     assert out == "Overall -> 33.33 % N=3 C=2 S=0 D=1 I=0\n\n"  # <NOISE> kept and deleted
 
 
 def test_padding_symbol_underline(tmp_path):
-    out, _ = _cli(tmp_path, ["w1 abc d"], ["w1 x d"], "--padding-symbol=underline")
+    out, _ = compute_wer_cli(tmp_path, ["w1 abc d"], ["w1 x d"], "--padding-symbol=underline")
     assert "lab: ABC D \nrec: X__ D \n" in out
 
 
@@ -108,8 +110,8 @@ def test_ties_resolved_like_wenet():
 
 
 def test_duplicate_key_is_reported(tmp_path):
-    ref = _write(tmp_path / "r", ["a x", "a y"])
-    hyp = _write(tmp_path / "h", ["a x"])
+    ref = write_lines(tmp_path / "r", ["a x", "a y"])
+    hyp = write_lines(tmp_path / "h", ["a x"])
     try:
         compute_wer(ref, hyp, io.StringIO())
     except ValueError as e:
@@ -126,8 +128,8 @@ def _cli_error(*args):
 
 
 def test_cli_duplicate_key_is_one_line_naming_file_and_line(tmp_path):
-    ref = _write(tmp_path / "ref", ["a x", "b y", "a z"])
-    hyp = _write(tmp_path / "hyp", ["a x", "b y"])
+    ref = write_lines(tmp_path / "ref", ["a x", "b y", "a z"])
+    hyp = write_lines(tmp_path / "hyp", ["a x", "b y"])
     rc, out, err = _cli_error(ref, hyp)
     assert (rc, out, err) == (1, "", f"compute-wer: ERROR: {ref}:3: duplicate key 'a'\n")
     rc, out, err = _cli_error(hyp, ref)  # the same in the hypothesis file
@@ -135,7 +137,7 @@ def test_cli_duplicate_key_is_one_line_naming_file_and_line(tmp_path):
 
 
 def test_cli_invalid_utf8_is_one_line_naming_file_and_line(tmp_path):
-    ref = _write(tmp_path / "ref", ["a x", "b y"])
+    ref = write_lines(tmp_path / "ref", ["a x", "b y"])
     hyp = tmp_path / "hyp"
     hyp.write_bytes(b"a x\nb \xe4\xb8\n")  # a UTF-8 sequence cut short on line 2
     rc, out, err = _cli_error(ref, str(hyp))

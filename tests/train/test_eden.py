@@ -100,29 +100,10 @@ def _batches(n: int, seed: int):
              "target_lengths": torch.tensor([3, 2])} for i in range(n)]
 
 
-class _FakeTrainSet:
-    """What Executor.fit needs of a Dataset: epochs, the consume pass-through, a data state."""
-
-    def __init__(self):
-        self.epochs = []
-
-    def set_epoch(self, epoch):
-        self.epochs.append(epoch)
-
-    def consume(self, loader):
-        return loader
-
-    def state_dict(self):
-        return {}
-
-    def load_state_dict(self, state):
-        pass
-
-
 def test_fit_sets_the_epoch_and_resume_continues_bitwise(tmp_path):
     ex = _executor(tmp_path / "a", seed=0)
     (tmp_path / "a").mkdir()
-    ex.train_set = _FakeTrainSet()
+    ex.train_set = T.ListSet()
     ex.fit(lambda epoch: _batches(3, seed=epoch), lambda: _batches(1, seed=9))
     assert ex.scheduler.epoch == 1 and ex.state.step == 6
     assert ex.lr == pytest.approx(formula(6, 1), rel=1e-12)

@@ -33,12 +33,12 @@ import dataclasses
 import glob
 import logging
 import os
-import platform
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from bench.transcribe import cpu_name
 from wenet.bin.recognize import decoding_dataset_conf
 from wenet.dataset.dataset import Dataset
 from wenet.dataset.tokenizer import Tokenizer
@@ -195,20 +195,9 @@ def report(test: Evaluator, chosen: Dict[str, float], num_words: int, min_count:
     print("\ncontext_score per mode: " + ", ".join(f"{m} {chosen[m]:g}" for m in MODES))
     for m in MODES:
         print(f"{m}: WER {base[m][0].summary()} -> {after[m][0].summary()}")
-    print(f"search time of both modes on the test set ({_cpu()}, {torch.get_num_threads()} "
+    print(f"search time of both modes on the test set ({cpu_name()}, {torch.get_num_threads()} "
           f"thread(s)): {test.seconds[0]:.2f} s without context, "
           + ", ".join(f"{s:.2f} s" for s in test.seconds[1:]) + " with it")
-
-
-def _cpu() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def _checkpoint(args: argparse.Namespace) -> str:

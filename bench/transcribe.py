@@ -29,7 +29,8 @@ from wenet.decode.recognizer import Recognizer
 from wenet.utils.file_utils import read_lists
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
+    """The CPU model (/proc/cpuinfo), to quote with the figures."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
@@ -82,7 +83,7 @@ def main() -> None:
     audio_s = sum(wav.size(1) / rate for _, (wav, rate) in audio)
     print(f"model {loaded.checkpoint} ({'TorchScript' if loaded.scripted else 'eager'}), "
           f"{len(audio)} utterances, {audio_s:.1f} s of audio, {args.threads} threads, "
-          f"{device}, CPU: {_cpu_name()}")
+          f"{device}, CPU: {cpu_name()}")
     print(f"{'mode':<22} {'batch':>5} {'wall s':>8} {'audio s/s':>10} {'RTF':>7}")
     options = DecodeOptions(beam_size=args.beam_size, ctc_weight=args.ctc_weight)
     for mode in args.modes.split():

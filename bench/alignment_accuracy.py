@@ -49,6 +49,7 @@ from wenet.dataset.audio import resample  # noqa: E402
 from wenet.dataset.fbank import FeatureConf  # noqa: E402
 from wenet.dataset.tokenizer import Tokenizer  # noqa: E402
 from wenet.decode.align import (RefineConf, WordSpan, ctc_forced_align,  # noqa: E402
+                                frames_needed,
                                 refine_word_spans, token_spans, word_spans)
 from wenet.decode.align_batch import Aligner, Utterance  # noqa: E402
 from wenet.models import load_model  # noqa: E402
@@ -79,6 +80,8 @@ def get_parser() -> argparse.ArgumentParser:
                    help="random corpus words, or the words of a corpus-style sentence in order")
     p.add_argument("--refine_window", type=float, default=RefineConf.window_s)
     p.add_argument("--refine_margin_db", type=float, default=RefineConf.margin_db)
+    p.add_argument("--decoding_chunk_size", type=int, default=-1)
+    p.add_argument("--num_decoding_left_chunks", type=int, default=-1)
     p.add_argument("--sweep", action="store_true",
                    help="also try a grid of refinement settings (on dev voices only)")
     return p
@@ -212,10 +215,12 @@ def load_aligner(args) -> Aligner:
     if cmvn and not os.path.isabs(cmvn) and not os.path.exists(cmvn):
         # a path relative to the recipe root (exp_dir/../..), where training ran
         configs["cmvn_file"] = os.path.join(args.exp_dir, "..", "..", cmvn)
-    print(f"model {ckpt}")
+    print(f"model {ckpt}; decoding_chunk_size {args.decoding_chunk_size}, "
+          f"num_decoding_left_chunks {args.num_decoding_left_chunks}")
     return Aligner(load_model(configs, ckpt),
                    Tokenizer(read_symbol_table(args.dict), args.bpe_model),
-                   FeatureConf.from_config(configs))
+                   FeatureConf.from_config(configs), "cpu", None, args.decoding_chunk_size,
+                   args.num_decoding_left_chunks)
 
 
 def refine_conf(args, window: float = None, margin: float = None) -> RefineConf:
@@ -228,7 +233,7 @@ def align_all(args, aligner: Aligner, utts: List[dict]) -> Dict[str, list]:
     rows = {"ctc ours": [], "ctc torchaudio": [], "ctc ours, end at next word": [],
             "refined": []}
     sweep = {(w, m): [] for w in (0.04, 0.08, 0.16) for m in (6.0, 10.0, 15.0, 20.0)}
-    same, secs, ters = 0, {"ours": 0.0, "torchaudio": 0.0}, []
+    same, secs, ters, density = 0, {"ours": 0.0, "torchaudio": 0.0}, [], []
     for u in utts:
         txt = " ".join(t[0] for t in u["truth"])
         prepared = aligner.prepare({"key": u["key"], "txt": txt, "sample_rate": TARGET_RATE,
@@ -237,6 +242,7 @@ def align_all(args, aligner: Aligner, utts: List[dict]) -> Dict[str, list]:
             raise RuntimeError(f"{u['key']}: {prepared}")
         (logp,) = aligner.log_probs([prepared])
         ters.append(greedy_ter(logp, prepared.tokens, aligner.blank_id))
+        density.append(frames_needed(prepared.tokens) / len(logp))
         paths = {}
         for name, fn in (("ours", ctc_forced_align), ("torchaudio", torchaudio_path)):
             start = time.perf_counter()
@@ -262,6 +268,8 @@ def align_all(args, aligner: Aligner, utts: List[dict]) -> Dict[str, list]:
           f"{1000 * aligner.frame_shift_s:.0f} ms per encoder frame; CTC greedy token error "
           f"rate {100 * np.mean(ters):.1f} % (per utterance: median {100 * np.median(ters):.0f} %, "
           f"{sum(t <= 0.25 for t in ters)} of {len(ters)} at most 25 %)")
+    print(f"CTC frames needed / encoder frames: mean {np.mean(density):.2f}, max "
+          f"{np.max(density):.2f} (near 1, CTC has no room for blanks between tokens)")
     print(f"agreement: identical frame paths in {same} of {len(utts)} utterances; Viterbi time "
           f"ours {secs['ours']:.3f} s, torchaudio {secs['torchaudio']:.3f} s")
     for (w, m), r in sweep.items():
@@ -308,7 +316,10 @@ def load(load_dir: str) -> List[dict]:
 
 
 def main() -> None:
-    args = get_parser().parse_args()
+    parser = get_parser()
+    args = parser.parse_args()
+    if args.sweep and args.voices == "test":
+        parser.error("--sweep tunes the refinement: use --voices dev (test voices report)")
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(1)
     if args.load_dir:

@@ -66,6 +66,9 @@ def get_parser() -> argparse.ArgumentParser:
                    help="seconds a refined boundary may move")
     p.add_argument("--refine_margin_db", type=float, default=RefineConf.margin_db,
                    help="speech threshold above the utterance's noise floor, dB")
+    p.add_argument("--decoding_chunk_size", type=int, default=-1,
+                   help="encode with this chunk size (chunk-trained models); -1: full context")
+    p.add_argument("--num_decoding_left_chunks", type=int, default=-1)
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--gpu", type=int, default=-1, help="GPU index, -1 for CPU")
     return p
@@ -104,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     refine = (RefineConf(window_s=args.refine_window, margin_db=args.refine_margin_db)
               if args.refine_boundaries else None)
     aligner = Aligner(model, tokenizer, FeatureConf.from_config(configs, args.config), device,
-                      refine)
+                      refine, args.decoding_chunk_size, args.num_decoding_left_chunks)
     paths = {"words": args.result_file, "tokens": args.token_file or args.result_file + ".tokens",
              "failed": args.failed_file or args.result_file + ".failed"}
     if args.ctm:

@@ -102,15 +102,19 @@ class Aligner:
     """A model with a CTC head, its units and features: ``prepare`` a sample, then
     ``align`` a batch of prepared utterances. With ``refine`` given, word boundaries are
     moved to nearby energy edges of the audio (``align.refine_word_spans``); token spans
-    stay the CTC ones."""
+    stay the CTC ones. ``decoding_chunk_size``/``num_decoding_left_chunks`` are the
+    encoder's (``model.encode``; -1: full context)."""
 
     def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer,
                  feature_conf: FeatureConf, device: Union[str, torch.device] = "cpu",
-                 refine: Optional[RefineConf] = None) -> None:
+                 refine: Optional[RefineConf] = None, decoding_chunk_size: int = -1,
+                 num_decoding_left_chunks: int = -1) -> None:
         if getattr(model, "ctc", None) is None:
             raise ValueError("the model has no CTC head: forced alignment needs one")
         self.model, self.tokenizer, self.conf = model, tokenizer, feature_conf
         self.refine = refine
+        # a chunk-trained (U2/U2++) model can encode with a chunk mask: local attention
+        self.chunk = (decoding_chunk_size, num_decoding_left_chunks)
         self.device = torch.device(device)
         self.blank_id = tokenizer.symbol_table.get("<blank>", 0)
         self.frame_shift_s = frame_shift_seconds(model.subsampling_rate(), feature_conf.frame_shift)
@@ -149,7 +153,7 @@ class Aligner:
         """CTC log-probabilities (T', V) of each utterance, one encoder pass for the batch."""
         feats = pad_sequence([u.feats for u in utts], batch_first=True).to(self.device)
         lens = torch.tensor([u.feats.size(0) for u in utts], device=self.device)
-        encoder_out, mask = self.model.encode(feats, lens)
+        encoder_out, mask = self.model.encode(feats, lens, *self.chunk)
         logp = self.model.ctc_logprobs(encoder_out).float().cpu()
         out_lens = mask.squeeze(1).sum(dim=1).cpu().tolist()
         return [logp[i, : int(n)] for i, n in enumerate(out_lens)]

@@ -120,16 +120,23 @@ def _units_size(units: str) -> int:
     return max(read_symbol_table(units).values()) + 1
 
 
+def _named_or_only(path: str, name: str, pattern: str) -> Optional[str]:
+    """``path/name`` if it is a file, else the only file of ``path`` matching ``pattern``,
+    else None."""
+    exact = os.path.join(path, name)
+    if os.path.isfile(exact):
+        return exact
+    found = sorted(glob.glob(os.path.join(path, pattern)))
+    return found[0] if len(found) == 1 else None
+
+
 def _find_units(path: str, output_dim: Optional[int]) -> str:
     """``units.txt`` of the dir, else its only ``*_units.txt``, else (an experiment dir of
     this recipe whose stage 6 predates the copy) the only ``data/lang_char/*_units.txt``
     two levels up whose size is the model's ``output_dim``."""
-    exact = os.path.join(path, UNITS_NAME)
-    if os.path.isfile(exact):
-        return exact
-    found = sorted(glob.glob(os.path.join(path, "*_units.txt")))
-    if len(found) == 1:
-        return found[0]
+    found = _named_or_only(path, UNITS_NAME, "*_units.txt")
+    if found:
+        return found
     recipe = sorted(glob.glob(os.path.join(path, "..", "..", "data", "lang_char", "*_units.txt")))
     fits = [u for u in recipe if output_dim is None or _units_size(u) == output_dim]
     if len(fits) == 1:
@@ -145,12 +152,9 @@ def _find_bpe(path: str, units: str) -> Optional[str]:
     """The sentencepiece model of the dir (``bpe.model``, else the only ``*.model``), or
     None. Decoding needs none (ids become text through units.txt); hotword phrases are
     cut into units with it, so its absence is logged when the units look like BPE."""
-    exact = os.path.join(path, BPE_NAME)
-    if os.path.isfile(exact):
-        return exact
-    found = sorted(glob.glob(os.path.join(path, "*.model")))
-    if len(found) == 1:
-        return found[0]
+    found = _named_or_only(path, BPE_NAME, "*.model")
+    if found:
+        return found
     if units.endswith("_units.txt") and os.path.isfile(units[:-len("_units.txt")] + ".model"):
         return units[:-len("_units.txt")] + ".model"  # the recipe's data/lang_char pair
     with open(units, encoding="utf-8") as f:

@@ -65,6 +65,17 @@ def check_decoding_chunk_size(decoding_chunk_size: int) -> None:
                         if decoding_chunk_size == 0 else ""))
 
 
+def chunk_offset(xs: torch.Tensor, offset: int) -> torch.Tensor:
+    """``forward_chunk``'s ``offset`` (output frames before the chunk ``xs``) as the int64
+    tensor (1,) that ``chunk_step`` takes; ValueError unless ``xs`` holds one utterance
+    and ``offset`` >= 0."""
+    if xs.size(0) != 1:
+        raise ValueError(f"forward_chunk handles one utterance, got batch {xs.size(0)}")
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got {offset}")
+    return torch.full((1,), offset, dtype=torch.long, device=xs.device)
+
+
 class BaseEncoder(torch.nn.Module):
     """CMVN → subsampling + positional encoding → encoder blocks → final LayerNorm.
 
@@ -163,12 +174,8 @@ class BaseEncoder(torch.nn.Module):
         att_cache (layers, H, cache_t, 2*d_k), cnn_cache (layers, 1, D, k-1):
         empty on the first chunk. Returns (ys (1, T', D), att_cache, cnn_cache).
         """
-        if xs.size(0) != 1:
-            raise ValueError(f"forward_chunk handles one utterance, got batch {xs.size(0)}")
-        if offset < 0:
-            raise ValueError(f"offset must be >= 0, got {offset}")
-        offsets = torch.full((1,), offset, dtype=torch.long, device=xs.device)
-        return self.chunk_step(xs, offsets, required_cache_size, att_cache, cnn_cache)
+        return self.chunk_step(xs, chunk_offset(xs, offset), required_cache_size, att_cache,
+                               cnn_cache)
 
     def chunk_step(self, xs: torch.Tensor, offset: torch.Tensor, required_cache_size: int,
                    att_cache: torch.Tensor, cnn_cache: torch.Tensor,

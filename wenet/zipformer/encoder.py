@@ -32,6 +32,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 import torch
 
 from wenet.transformer.cmvn import GlobalCMVN
+from wenet.transformer.encoder import chunk_offset
 from wenet.utils.mask import make_pad_mask
 from wenet.zipformer.frontend import ZipformerFrontEnd, front_end_frames
 from wenet.zipformer.scaling import apply_schedules
@@ -234,12 +235,8 @@ class ZipformerEncoder(torch.nn.Module):
         frames, given the caches of the earlier chunks (empty at the start); keep
         ``required_cache_size`` output frames of left context (< 0 all, 0 none).
         Returns (ys (1, T', D), att_cache, cnn_cache) (layouts: module docstring)."""
-        if xs.size(0) != 1:
-            raise ValueError("forward_chunk handles one utterance, got batch " + str(xs.size(0)))
-        if offset < 0:
-            raise ValueError("offset must be >= 0, got " + str(offset))
-        offsets = torch.full((1,), offset, dtype=torch.long, device=xs.device)
-        return self.chunk_step(xs, offsets, required_cache_size, att_cache, cnn_cache)
+        return self.chunk_step(xs, chunk_offset(xs, offset), required_cache_size, att_cache,
+                               cnn_cache)
 
     def chunk_step(self, xs: torch.Tensor, offset: torch.Tensor, required_cache_size: int,
                    att_cache: torch.Tensor, cnn_cache: torch.Tensor,

@@ -194,27 +194,40 @@ class _BalanceGrad(torch.autograd.Function):
         return (grad.float() - step * want).to(grad.dtype), None, None
 
 
-class Balancer(torch.nn.Module):
-    """Identity forward; in training (when enabled) the gradient is nudged so that
-    each channel (last dim) keeps a share of positive values in
-    [min_positive, max_positive] and an RMS in [min_abs, max_abs]."""
+class _GradientOnly(torch.nn.Module):
+    """Identity forward; in training (when enabled, and when ``x`` needs a gradient) ``x``
+    passes through ``_nudge``, an autograd function that changes only its gradient.
+    Scripted or traced: the identity."""
 
-    def __init__(self, enabled: bool, min_positive: float = 0.05, max_positive: float = 0.95,
-                 min_abs: float = 0.2, max_abs: float = 100.0, grad_scale: float = 0.04):
+    def __init__(self, enabled: bool):
         super().__init__()
         self.enabled = enabled
-        self.limits = (min_positive, max_positive, min_abs, max_abs)
-        self.grad_scale = grad_scale
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if torch.jit.is_scripting() or torch.jit.is_tracing():
             return x
         if not (self.enabled and self.training and x.requires_grad):
             return x
-        return self._balance(x)
+        return self._nudge(x)
 
     @torch.jit.unused
-    def _balance(self, x: torch.Tensor) -> torch.Tensor:
+    def _nudge(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class Balancer(_GradientOnly):
+    """Identity forward; in training (when enabled) the gradient is nudged so that
+    each channel (last dim) keeps a share of positive values in
+    [min_positive, max_positive] and an RMS in [min_abs, max_abs]."""
+
+    def __init__(self, enabled: bool, min_positive: float = 0.05, max_positive: float = 0.95,
+                 min_abs: float = 0.2, max_abs: float = 100.0, grad_scale: float = 0.04):
+        super().__init__(enabled)
+        self.limits = (min_positive, max_positive, min_abs, max_abs)
+        self.grad_scale = grad_scale
+
+    @torch.jit.unused
+    def _nudge(self, x: torch.Tensor) -> torch.Tensor:
         return _BalanceGrad.apply(x, self.limits, self.grad_scale)
 
 
@@ -246,26 +259,18 @@ class _WhitenGrad(torch.autograd.Function):
         return (grad.float() + scale * metric_grad).to(grad.dtype), None, None
 
 
-class Whiten(torch.nn.Module):
+class Whiten(_GradientOnly):
     """Identity forward; in training (when enabled), if ``whitening_metric`` of the
     features (last dim) exceeds ``limit``, the gradient gets a term (of norm
     ``grad_scale`` times its own) that lowers the metric."""
 
     def __init__(self, enabled: bool, limit: float = 10.0, grad_scale: float = 0.01):
-        super().__init__()
-        self.enabled = enabled
+        super().__init__(enabled)
         self.limit = limit
         self.grad_scale = grad_scale
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.jit.is_scripting() or torch.jit.is_tracing():
-            return x
-        if not (self.enabled and self.training and x.requires_grad):
-            return x
-        return self._whiten(x)
-
     @torch.jit.unused
-    def _whiten(self, x: torch.Tensor) -> torch.Tensor:
+    def _nudge(self, x: torch.Tensor) -> torch.Tensor:
         return _WhitenGrad.apply(x, self.limit, self.grad_scale)
 
 

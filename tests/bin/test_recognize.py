@@ -1,54 +1,26 @@
 """recognize.py end to end on a tiny random model: batching must not change any hypothesis."""
-import json
 from unittest.mock import Mock
 
-import numpy as np
 import pytest
-import soundfile as sf
 import torch
 import yaml
 
+from tests.tiny_experiment import UNITS, tiny_config, write_data_list, write_experiment, write_tones
 from wenet.bin.recognize import main as recognize_main
 from wenet.decode import context
 from wenet.models import init_model
 
 MODES = ["ctc_greedy_search", "ctc_prefix_beam_search", "attention", "attention_rescoring"]
-UNITS = ["<blank>", "<unk>", "\u2581", "a", "b", "c", "\u2581d", "<sos/eos>"]
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     d = tmp_path_factory.mktemp("recog")
-    rng = np.random.default_rng(0)
-    lines = []
-    for i, secs in enumerate([0.6, 0.3, 0.45, 0.7, 0.35]):
-        n = int(16000 * secs)
-        t = np.arange(n) / 16000
-        wav = 0.3 * np.sin(2 * np.pi * (200 + 150 * i) * t) + 0.05 * rng.standard_normal(n)
-        sf.write(d / f"u{i}.wav", wav.astype(np.float32), 16000)
-        lines.append(json.dumps({"key": f"u{i}", "wav": str(d / f"u{i}.wav"), "txt": "abc"}))
-    (d / "data.list").write_text("\n".join(lines) + "\n")
-    (d / "units.txt").write_text("".join(f"{u} {i}\n" for i, u in enumerate(UNITS)))
-    config = {
-        "encoder": "conformer",
-        "encoder_conf": {"output_size": 32, "attention_heads": 2, "linear_units": 64,
-                         "num_blocks": 2, "cnn_module_kernel": 3, "dropout_rate": 0.0},
-        "decoder": "bitransformer",
-        "decoder_conf": {"attention_heads": 2, "linear_units": 64, "num_blocks": 1,
-                         "r_num_blocks": 1, "dropout_rate": 0.0},
-        "model_conf": {"ctc_weight": 0.3, "reverse_weight": 0.3},
-        "dataset_conf": {"fbank_conf": {"num_mel_bins": 20, "frame_shift": 10,
-                                        "frame_length": 25, "dither": 1.0},
-                         "shuffle": True, "sort": True, "batch_conf": {"batch_size": 3}},
-        "input_dim": 20, "output_dim": len(UNITS), "cmvn_file": None,
-    }
-    (d / "train.yaml").write_text(yaml.safe_dump(config))
-    torch.manual_seed(0)
-    model = init_model(config)
-    with torch.no_grad():  # sharpen the random CTC head so hypotheses are not empty
-        model.ctc.ctc_lo.weight.mul_(8.0)
-        model.decoder.left_decoder.output_layer.bias[-1] -= 1.0  # fewer immediate eos
-    torch.save(model.state_dict(), d / "model.pt")
+    keys = [f"u{i}" for i in range(5)]
+    write_tones(d, keys, [0.6, 0.3, 0.45, 0.7, 0.35])
+    write_data_list(d / "data.list", d, keys)
+    config = tiny_config({"dataset_conf": {"resample_conf": None, "shuffle": True, "sort": True}})
+    write_experiment(d, config, ctc=8.0, eos=1.0)  # eos: fewer immediate ends
     return d
 
 

@@ -3,53 +3,29 @@ missing or out of vocabulary decodes to the same text; wav.scp and plain file li
 at all) decode too; unreadable or too short audio is skipped by key and counted, the rest
 still decoded."""
 import io
-import json
 import logging
 import tarfile
 
 import numpy as np
 import pytest
 import soundfile as sf
-import torch
-import yaml
 
+from tests.tiny_experiment import (read_hyps, tiny_config, write_data_list, write_experiment,
+                                   write_tones, write_wav_scp)
 from wenet.bin.recognize import main as recognize_main
-from wenet.models import init_model
 
 MODES = ["ctc_greedy_search", "attention_rescoring"]
-UNITS = ["<blank>", "<unk>", "\u2581", "a", "b", "c", "\u2581d", "<sos/eos>"]
-CONFIG = {
-    "encoder": "conformer",
-    "encoder_conf": {"output_size": 32, "attention_heads": 2, "linear_units": 64,
-                     "num_blocks": 2, "cnn_module_kernel": 3, "dropout_rate": 0.0},
-    "decoder": "transformer",
-    "decoder_conf": {"attention_heads": 2, "linear_units": 64, "num_blocks": 1,
-                     "dropout_rate": 0.0},
-    "model_conf": {"ctc_weight": 0.3},
-    "dataset_conf": {"fbank_conf": {"num_mel_bins": 20, "frame_shift": 10,
-                                    "frame_length": 25, "dither": 1.0},
-                     "batch_conf": {"batch_size": 3}},
-    "input_dim": 20, "output_dim": len(UNITS), "cmvn_file": None,
-}
+CONFIG = tiny_config({"decoder": "transformer", "decoder_conf": {"r_num_blocks": None},
+                      "model_conf": {"reverse_weight": None},
+                      "dataset_conf": {"resample_conf": None}})
 KEYS = [f"u{i}" for i in range(4)]
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     d = tmp_path_factory.mktemp("noref")
-    rng = np.random.default_rng(1)
-    for i, secs in enumerate([0.6, 0.3, 0.45, 0.7]):
-        n = int(16000 * secs)
-        t = np.arange(n) / 16000
-        wav = 0.3 * np.sin(2 * np.pi * (200 + 150 * i) * t) + 0.05 * rng.standard_normal(n)
-        sf.write(d / f"u{i}.wav", wav.astype(np.float32), 16000)
-    (d / "units.txt").write_text("".join(f"{u} {i}\n" for i, u in enumerate(UNITS)))
-    (d / "train.yaml").write_text(yaml.safe_dump(CONFIG))
-    torch.manual_seed(0)
-    model = init_model(CONFIG)
-    with torch.no_grad():  # sharpen the random CTC head so hypotheses are not empty
-        model.ctc.ctc_lo.weight.mul_(8.0)
-    torch.save(model.state_dict(), d / "model.pt")
+    write_tones(d, KEYS, [0.6, 0.3, 0.45, 0.7], seed=1)
+    write_experiment(d, CONFIG, ctc=8.0)
     return d
 
 
@@ -58,30 +34,18 @@ def _recognize(d, data_list, out, data_type="raw"):
                     "--data_type", data_type, "--checkpoint", str(d / "model.pt"),
                     "--dict", str(d / "units.txt"), "--beam_size", "3", "--batch_size", "2",
                     "--modes", " ".join(MODES), "--result_dir", str(out)])
-    return {m: dict(line.split(" ", 1) if " " in line else (line, "")
-                    for line in (out / m / "text").read_text().splitlines()) for m in MODES}
-
-
-def _raw_list(d, path, txt_of):
-    lines = []
-    for k in KEYS:
-        obj = {"key": k, "wav": str(d / f"{k}.wav")}
-        txt = txt_of(k)
-        if txt is not None:
-            obj["txt"] = txt
-        lines.append(json.dumps(obj))
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return {m: read_hyps(out / m / "text") for m in MODES}
 
 
 def test_empty_missing_oov_reference_decode_the_same(setup, tmp_path):
     d = setup
-    valid = _recognize(d, _raw_list(d, tmp_path / "valid.list", lambda k: "abc"), tmp_path / "v")
+    valid = _recognize(d, write_data_list(tmp_path / "valid.list", d, KEYS), tmp_path / "v")
     assert sum(bool(t) for t in valid["ctc_greedy_search"].values()) > 0  # not all empty
     variants = {"empty": lambda k: "", "missing": lambda k: None, "oov": lambda k: "xyz qq",
                 "mixed": lambda k: {"u0": "", "u1": None, "u2": "zz", "u3": "abc"}[k]}
     for name, txt_of in variants.items():
-        got = _recognize(d, _raw_list(d, tmp_path / f"{name}.list", txt_of), tmp_path / name)
+        data_list = write_data_list(tmp_path / f"{name}.list", d, KEYS, txt_of)
+        got = _recognize(d, data_list, tmp_path / name)
         for m in MODES:
             assert got[m] == valid[m], (name, m)
             assert sorted(got[m]) == KEYS
@@ -89,9 +53,8 @@ def test_empty_missing_oov_reference_decode_the_same(setup, tmp_path):
 
 def test_wav_scp_file_list_and_textless_shard(setup, tmp_path):
     d = setup
-    valid = _recognize(d, _raw_list(d, tmp_path / "valid.list", lambda k: "abc"), tmp_path / "v")
-    scp = tmp_path / "wav.scp"
-    scp.write_text("".join(f"{k} {d / (k + '.wav')}\n" for k in KEYS))
+    valid = _recognize(d, write_data_list(tmp_path / "valid.list", d, KEYS), tmp_path / "v")
+    scp = write_wav_scp(tmp_path / "wav.scp", d, KEYS)
     assert _recognize(d, scp, tmp_path / "scp", "scp") == valid
     files = tmp_path / "files.txt"
     files.write_text("".join(f"{d / (k + '.wav')}\n" for k in KEYS))
@@ -113,7 +76,7 @@ def test_wav_scp_file_list_and_textless_shard(setup, tmp_path):
 
 def test_unreadable_audio_is_skipped_by_key_and_counted(setup, tmp_path, caplog):
     d = setup
-    valid = _recognize(d, _raw_list(d, tmp_path / "valid.list", lambda k: "abc"), tmp_path / "v")
+    valid = _recognize(d, write_data_list(tmp_path / "valid.list", d, KEYS), tmp_path / "v")
     (tmp_path / "garbage.wav").write_bytes(b"not audio at all" * 10)
     sf.write(tmp_path / "short.wav", np.zeros(100, dtype=np.float32), 16000)  # < one window
     scp = tmp_path / "wav.scp"

@@ -10,29 +10,13 @@ import pytest
 import soundfile as sf
 import torch
 import torchaudio
-import yaml
 
 import wenet
+from tests.tiny_experiment import (read_hyps, tiny_config, write_experiment, write_tones,
+                                   write_wav_scp)
 from wenet.bin.recognize import main as recognize_main
 from wenet.bin.transcribe import audio_inputs, main as transcribe_main
-from wenet.export.jit import export_jit
-from wenet.models import init_model
 
-UNITS = ["<blank>", "<unk>", "\u2581", "a", "b", "c", "\u2581d", "<sos/eos>"]
-CONFIG = {
-    "encoder": "conformer",
-    "encoder_conf": {"output_size": 32, "attention_heads": 2, "linear_units": 64,
-                     "num_blocks": 2, "cnn_module_kernel": 3, "dropout_rate": 0.0},
-    "decoder": "bitransformer",
-    "decoder_conf": {"attention_heads": 2, "linear_units": 64, "num_blocks": 1,
-                     "r_num_blocks": 1, "dropout_rate": 0.0},
-    "model_conf": {"ctc_weight": 0.3, "reverse_weight": 0.3},
-    "dataset_conf": {"fbank_conf": {"num_mel_bins": 20, "frame_shift": 10,
-                                    "frame_length": 25, "dither": 1.0},
-                     "resample_conf": {"resample_rate": 16000},
-                     "batch_conf": {"batch_size": 3}},
-    "input_dim": 20, "output_dim": len(UNITS), "cmvn_file": None,
-}
 KEYS = [f"u{i}" for i in range(5)]
 MODES = ["ctc_prefix_beam_search", "attention_rescoring"]
 
@@ -40,28 +24,10 @@ MODES = ["ctc_prefix_beam_search", "attention_rescoring"]
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("model")
-    rng = np.random.default_rng(0)
-    for i, secs in enumerate([0.6, 0.3, 0.45, 0.7, 0.35]):
-        n = int(16000 * secs)
-        t = np.arange(n) / 16000
-        wav = 0.3 * np.sin(2 * np.pi * (200 + 150 * i) * t) + 0.05 * rng.standard_normal(n)
-        sf.write(d / f"{KEYS[i]}.wav", wav.astype(np.float32), 16000)
-    (d / "units.txt").write_text("".join(f"{u} {i}\n" for i, u in enumerate(UNITS)))
-    (d / "train.yaml").write_text(yaml.safe_dump(CONFIG))
-    torch.manual_seed(0)
-    model = init_model(CONFIG)
-    with torch.no_grad():  # sharpen the random CTC head so hypotheses are not empty
-        model.ctc.ctc_lo.weight.mul_(8.0)
-        model.decoder.left_decoder.output_layer.bias[-1] -= 1.0
-    torch.save(model.state_dict(), d / "avg_2.pt")
-    export_jit(model.eval(), str(d / "final.zip"))
-    (d / "wav.scp").write_text("".join(f"{k} {d / (k + '.wav')}\n" for k in KEYS))
+    write_tones(d, KEYS, [0.6, 0.3, 0.45, 0.7, 0.35])
+    write_experiment(d, tiny_config(), "avg_2.pt", jit=True, ctc=8.0, eos=1.0)
+    write_wav_scp(d / "wav.scp", d, KEYS)
     return d
-
-
-def _text(path):
-    return dict(line.split(" ", 1) if " " in line else (line, "")
-                for line in path.read_text().splitlines())
 
 
 def _recognize(d, out, mode):
@@ -70,7 +36,7 @@ def _recognize(d, out, mode):
                     "--dict", str(d / "units.txt"), "--beam_size", "4", "--batch_size", "3",
                     "--ctc_weight", "0.5", "--reverse_weight", "0.3", "--mode", mode,
                     "--result_file", str(out)])
-    return _text(out)
+    return read_hyps(out)
 
 
 def _transcribe(d, out, *extra):
@@ -85,9 +51,9 @@ def _transcribe(d, out, *extra):
 def test_same_text_as_recognize_for_final_zip_and_checkpoint(model_dir, tmp_path, mode):
     expected = _recognize(model_dir, tmp_path / "rec", mode)
     assert sum(bool(t) for t in expected.values()) > 0
-    scripted = _text(_transcribe(model_dir, tmp_path / "zip", "--mode", mode,
+    scripted = read_hyps(_transcribe(model_dir, tmp_path / "zip", "--mode", mode,
                                  str(model_dir / "wav.scp")))
-    eager = _text(_transcribe(model_dir, tmp_path / "ckpt", "--mode", mode, "--checkpoint",
+    eager = read_hyps(_transcribe(model_dir, tmp_path / "ckpt", "--mode", mode, "--checkpoint",
                               str(model_dir / "avg_2.pt"), str(model_dir / "wav.scp")))
     assert scripted == expected
     assert eager == expected
@@ -96,7 +62,7 @@ def test_same_text_as_recognize_for_final_zip_and_checkpoint(model_dir, tmp_path
 @pytest.mark.parametrize("mode", MODES + ["ctc_greedy_search", "attention"])
 def test_nbest_sorted_and_first_is_the_mode_output(model_dir, tmp_path, mode):
     ckpt = ["--checkpoint", str(model_dir / "avg_2.pt")]  # attention needs the eager model
-    best = _text(_transcribe(model_dir, tmp_path / "t", "--mode", mode, *ckpt,
+    best = read_hyps(_transcribe(model_dir, tmp_path / "t", "--mode", mode, *ckpt,
                              str(model_dir / "wav.scp")))
     out = _transcribe(model_dir, tmp_path / "j", "--mode", mode, "--format", "json",
                       "--nbest", "3", *ckpt, str(model_dir / "wav.scp"))
@@ -125,10 +91,10 @@ def test_any_rate_and_channels_api_and_inputs(model_dir, tmp_path, caplog):
                     "--data_type", "scp", "--checkpoint", str(d / "avg_2.pt"),
                     "--dict", str(d / "units.txt"), "--mode", "ctc_prefix_beam_search",
                     "--beam_size", "4", "--result_file", str(tmp_path / "rec")])
-    asr = wenet.load_model(str(d), beam_size=None) if False else wenet.load_model(str(d))
+    asr = wenet.load_model(str(d))
     with caplog.at_level(logging.WARNING):
         [res] = asr.transcribe(str(tmp_path / "odd.flac"), mode="ctc_prefix_beam_search")
-    assert res.key == "odd" and res.text == _text(tmp_path / "rec")["odd"]
+    assert res.key == "odd" and res.text == read_hyps(tmp_path / "rec")["odd"]
     assert any("22050 Hz resampled" in r.getMessage() for r in caplog.records)
     assert any("channels averaged" in r.getMessage() for r in caplog.records)
     # an array with its rate gives what its file gives; int16 arrays are scaled
@@ -197,7 +163,7 @@ def test_recognize_nbest_and_ctm_files_equal_transcribe(model_dir, tmp_path):
     nbest = [json.loads(line) for line in (tmp_path / "rec" / mode / "nbest").read_text()
              .splitlines()]
     assert sorted(r["key"] for r in nbest) == KEYS
-    text = _text(tmp_path / "rec" / mode / "text")
+    text = read_hyps(tmp_path / "rec" / mode / "text")
     for r in nbest:
         assert [h["text"] for h in r["nbest"]] == [h["text"] for h in rows[r["key"]]["nbest"]]
         assert [h["score"] for h in r["nbest"]] == pytest.approx(

@@ -6,17 +6,14 @@ import json
 
 import numpy as np
 import pytest
-import soundfile as sf
 import torch
-import yaml
 
+from tests.tiny_experiment import (TRANSDUCER, read_hyps, tiny_config, write_experiment,
+                                   write_tones, write_wav_scp)
 from wenet.bin.recognize import main as recognize_main
 from wenet.bin.transcribe import main as transcribe_main
 from wenet.decode.recognizer import rnnt_viterbi_frames
-from wenet.export.jit import export_jit
-from wenet.models import init_model
 
-UNITS = ["<blank>", "<unk>", "\u2581", "a", "b", "c", "\u2581d", "<sos/eos>"]
 KEYS = [f"u{i}" for i in range(4)]
 
 
@@ -48,41 +45,11 @@ def test_viterbi_frames_equal_brute_force():
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("rnnt")
-    rng = np.random.default_rng(0)
-    for i, secs in enumerate([0.6, 0.3, 0.45, 0.5]):
-        n = int(16000 * secs)
-        t = np.arange(n) / 16000
-        wav = 0.3 * np.sin(2 * np.pi * (200 + 150 * i) * t) + 0.05 * rng.standard_normal(n)
-        sf.write(d / f"{KEYS[i]}.wav", wav.astype(np.float32), 16000)
-    (d / "wav.scp").write_text("".join(f"{k} {d / k}.wav\n" for k in KEYS))
-    (d / "units.txt").write_text("".join(f"{u} {i}\n" for i, u in enumerate(UNITS)))
-    config = {"encoder": "conformer",
-              "encoder_conf": {"output_size": 16, "attention_heads": 2, "linear_units": 16,
-                               "num_blocks": 1, "cnn_module_kernel": 3, "dropout_rate": 0.0},
-              "decoder": "transformer",
-              "decoder_conf": {"attention_heads": 2, "linear_units": 16, "num_blocks": 1},
-              "model": "transducer", "predictor": "lstm",
-              "predictor_conf": {"embed_size": 8, "hidden_size": 8, "output_size": 8},
-              "joint_conf": {"join_dim": 16},
-              "model_conf": {"attention_weight": 0.3},
-              "dataset_conf": {"fbank_conf": {"num_mel_bins": 20, "frame_shift": 10,
-                                              "frame_length": 25, "dither": 1.0},
-                               "batch_conf": {"batch_size": 3}},
-              "input_dim": 20, "output_dim": len(UNITS), "cmvn_file": None}
-    (d / "train.yaml").write_text(yaml.safe_dump(config))
-    torch.manual_seed(0)
-    model = init_model(config)
-    with torch.no_grad():
-        model.joint.out.weight.mul_(4.0)
-        model.joint.out.bias[0] -= 2.0
-    torch.save(model.state_dict(), d / "avg_1.pt")
-    export_jit(model.eval(), str(d / "final.zip"))
+    write_tones(d, KEYS, [0.6, 0.3, 0.45, 0.5])
+    write_wav_scp(d / "wav.scp", d, KEYS)
+    write_experiment(d, tiny_config(TRANSDUCER), "avg_1.pt", jit=True, joint=4.0,
+                     joint_blank=2.0)
     return d
-
-
-def _text(path):
-    return dict(line.split(" ", 1) if " " in line else (line, "")
-                for line in path.read_text().splitlines())
 
 
 @pytest.mark.parametrize("mode", ["rnnt_greedy_search", "rnnt_beam_search"])
@@ -92,7 +59,7 @@ def test_transducer_text_nbest_and_emitting_frames(model_dir, tmp_path, mode):
                     "--data_type", "scp", "--checkpoint", str(d / "avg_1.pt"), "--dict",
                     str(d / "units.txt"), "--beam_size", "3", "--mode", mode,
                     "--result_file", str(tmp_path / "rec")])
-    expected = _text(tmp_path / "rec")
+    expected = read_hyps(tmp_path / "rec")
     assert any(expected.values())
     for extra in ([], ["--checkpoint", str(d / "avg_1.pt")]):
         out = tmp_path / f"t{len(extra)}"

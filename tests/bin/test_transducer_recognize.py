@@ -2,51 +2,19 @@
 import json
 from unittest.mock import Mock
 
-import numpy as np
-import soundfile as sf
-import torch
-import yaml
-
+from tests.tiny_experiment import (TRANSDUCER, tiny_config, write_data_list, write_experiment,
+                                   write_tones)
 from wenet.bin.recognize import main as recognize_main
 from wenet.decode import context
-from wenet.models import init_model
 
 MODES = ["rnnt_greedy_search", "rnnt_beam_search", "rnnt_beam_attn_rescoring"]
-UNITS = ["<blank>", "<unk>", "\u2581", "a", "b", "c", "\u2581d", "<sos/eos>"]
 
 
 def test_transducer_modes_batch_independent(tmp_path, monkeypatch):
-    rng = np.random.default_rng(0)
-    lines = []
-    for i, secs in enumerate([0.6, 0.3, 0.45, 0.5]):
-        n = int(16000 * secs)
-        t = np.arange(n) / 16000
-        wav = 0.3 * np.sin(2 * np.pi * (200 + 150 * i) * t) + 0.05 * rng.standard_normal(n)
-        sf.write(tmp_path / f"u{i}.wav", wav.astype(np.float32), 16000)
-        lines.append(json.dumps({"key": f"u{i}", "wav": str(tmp_path / f"u{i}.wav"),
-                                 "txt": "abc"}))
-    (tmp_path / "data.list").write_text("\n".join(lines) + "\n")
-    (tmp_path / "units.txt").write_text("".join(f"{u} {i}\n" for i, u in enumerate(UNITS)))
-    config = {"encoder": "conformer",
-              "encoder_conf": {"output_size": 16, "attention_heads": 2, "linear_units": 16,
-                               "num_blocks": 1, "cnn_module_kernel": 3, "dropout_rate": 0.0},
-              "decoder": "transformer",
-              "decoder_conf": {"attention_heads": 2, "linear_units": 16, "num_blocks": 1},
-              "model": "transducer", "predictor": "lstm",
-              "predictor_conf": {"embed_size": 8, "hidden_size": 8, "output_size": 8},
-              "joint_conf": {"join_dim": 16},
-              "model_conf": {"attention_weight": 0.3},
-              "dataset_conf": {"fbank_conf": {"num_mel_bins": 20, "frame_shift": 10,
-                                              "frame_length": 25, "dither": 1.0},
-                               "batch_conf": {"batch_size": 3}},
-              "input_dim": 20, "output_dim": len(UNITS), "cmvn_file": None}
-    (tmp_path / "train.yaml").write_text(yaml.safe_dump(config))
-    torch.manual_seed(0)
-    model = init_model(config)
-    with torch.no_grad():
-        model.joint.out.weight.mul_(4.0)
-        model.joint.out.bias[0] -= 2.0
-    torch.save(model.state_dict(), tmp_path / "model.pt")
+    keys = [f"u{i}" for i in range(4)]
+    write_tones(tmp_path, keys, [0.6, 0.3, 0.45, 0.5])
+    write_data_list(tmp_path / "data.list", tmp_path, keys)
+    write_experiment(tmp_path, tiny_config(TRANSDUCER), joint=4.0, joint_blank=2.0)
     texts, greedy_counts = {}, {}
     beam_search = Mock(wraps=context.rnnt_beam_search)
     monkeypatch.setattr(context, "rnnt_beam_search", beam_search)

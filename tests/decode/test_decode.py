@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tests.decode.toys import tiny_transducer
+from tests.tiny_experiment import sharpen, tiny_config
 from wenet.decode import MODES, DecodeOptions, context, decode, modes
 from wenet.decode.attention import attention_beam_search, attention_rescoring
 from wenet.decode.ctc import ctc_greedy_search, ctc_prefix_beam_search
@@ -33,17 +34,11 @@ def _one_thread(one_thread):
 def ctc_batch():
     """A small random conformer + bidirectional decoder and one encoded batch of 4."""
     torch.manual_seed(0)
-    model = init_model({
-        "encoder": "conformer",
-        "encoder_conf": {"output_size": 32, "attention_heads": 2, "linear_units": 32,
-                         "num_blocks": 1, "cnn_module_kernel": 3, "dropout_rate": 0.0},
-        "decoder": "bitransformer",
-        "decoder_conf": {"attention_heads": 2, "linear_units": 32, "num_blocks": 1,
-                         "r_num_blocks": 1, "dropout_rate": 0.0},
-        "model_conf": {"ctc_weight": 0.3, "reverse_weight": 0.3},
-        "input_dim": 20, "output_dim": VOCAB, "cmvn_file": None}).eval()
-    with torch.no_grad():  # a peaky CTC head: hypotheses that are not empty
-        model.ctc.ctc_lo.weight.mul_(8.0)
+    model = init_model(tiny_config({"encoder_conf": {"linear_units": 32, "num_blocks": 1},
+                                    "decoder_conf": {"linear_units": 32},
+                                    "dataset_conf": None, "output_dim": VOCAB})).eval()
+    sharpen(model, ctc=8.0)  # a peaky CTC head: hypotheses that are not empty
+    with torch.no_grad():
         g = torch.Generator().manual_seed(1)
         lens = torch.tensor([60, 37, 52, 25])
         enc, mask = model.encode(torch.randn(4, 60, 20, generator=g), lens)

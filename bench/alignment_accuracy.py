@@ -42,7 +42,7 @@ import torchaudio.functional as taf
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from local.synth.augment import TARGET_RATE, coloured_noise  # noqa: E402
+from local.synth.augment import TARGET_RATE, coloured_noise, trim_to_speech  # noqa: E402
 from local.synth.sentences import SentenceGenerator, vocabulary  # noqa: E402
 from local.synth.voices import split_voices  # noqa: E402
 from wenet.dataset.audio import resample  # noqa: E402
@@ -87,22 +87,13 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
-def trim(samples: np.ndarray, rate: int, trim_db: float) -> np.ndarray:
-    """Samples from the first to the last 10 ms window within ``trim_db`` of the loudest."""
-    win = rate // 100
-    n = len(samples) // win
-    energy = (samples[: n * win].reshape(n, win) ** 2).mean(axis=1)
-    loud = np.nonzero(energy >= energy.max() * 10 ** (-trim_db / 10))[0]
-    return samples[loud[0] * win: (loud[-1] + 1) * win]
-
-
 def synth_word(voice, word: str, tmp: str, trim_db: float) -> np.ndarray:
     """One word spoken by ``voice``, trimmed, at 16 kHz."""
     out = os.path.join(tmp, "w.wav")
     cmd = voice.command(word, 0, out)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     samples, rate = sf.read(out, dtype="float32")
-    wav = resample(torch.from_numpy(trim(samples, rate, trim_db))[None], rate, TARGET_RATE)
+    wav = resample(torch.from_numpy(trim_to_speech(samples, rate, trim_db))[None], rate, TARGET_RATE)
     return wav[0].numpy().astype(np.float64)
 
 

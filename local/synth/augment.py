@@ -64,6 +64,20 @@ def coloured_noise(n: int, colour: str, rng: np.random.Generator) -> np.ndarray:
     return noise / np.sqrt(power) if power > 0 else noise
 
 
+def trim_to_speech(samples: np.ndarray, rate: int, trim_db: float = 50.0) -> np.ndarray:
+    """``samples`` from the first to the last 10 ms window whose energy is within
+    ``trim_db`` of the loudest window's (an engine's leading/trailing silence cut off)."""
+    win = max(1, rate // 100)
+    n = len(samples) // win
+    if n == 0:
+        return samples
+    energy = (np.asarray(samples[: n * win], dtype=np.float64).reshape(n, win) ** 2).mean(axis=1)
+    if energy.max() <= 0:
+        return samples
+    loud = np.nonzero(energy >= energy.max() * 10 ** (-trim_db / 10))[0]
+    return samples[loud[0] * win: (loud[-1] + 1) * win]
+
+
 def augment(samples: np.ndarray, native_rate: int, params: AugmentParams) -> np.ndarray:
     """Engine output (float in [-1, 1] at ``native_rate``) → int16 samples at 16 kHz."""
     orig, new = speed_rates(native_rate, params.speed)

@@ -37,12 +37,13 @@ import numpy as np
 import soundfile as sf
 from tqdm import tqdm
 
-from local.synth.augment import NOISE_COLOURS, TARGET_RATE, AugmentParams, augment
+from local.synth.augment import (NOISE_COLOURS, TARGET_RATE, AugmentParams, augment,
+                                 trim_to_speech)
 from local.synth.sentences import SentenceGenerator, vocabulary
 from local.synth.voices import SETS, Voice, split_voices
 from wenet.utils.file_utils import atomic_open, atomic_write_text
 
-VERSION = 2  # 2: 138 training voices (voices.py)
+VERSION = 3  # 2: 138 training voices (voices.py); 3: training utterances with pauses
 # Training audio is cheap to make (~100 utterances/s), and a model that sees
 # each of 1,700 utterances 32 times learns them by heart (12.7 % WER on its
 # training utterances, ~38 % on a training voice saying a new sentence or a new
@@ -53,6 +54,15 @@ SPEED_RANGE = (0.92, 1.08)
 SNR_RANGE_DB = (15.0, 35.0)
 PAD_RANGE_MS = (50, 250)
 PEAK_RANGE = (0.3, 0.9)
+# A share of the training sentences is spoken one word at a time (each word its own
+# engine call, trimmed to its speech) with silences between words and a longer lead-in.
+# Without them every training utterance is fluent speech 50-250 ms after the start, and
+# the model learnt to emit its first tokens before the speech (a CTC spike says little
+# about time): word timestamps and forced alignment were hundreds of ms off.
+PAUSE_SHARE = 0.2
+PAUSE_PROB = 0.7                  # each gap between two words of such an utterance
+PAUSE_RANGE_MS = (80, 500)
+PAUSE_LEAD_MS = (50, 800)
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +71,9 @@ def corpus_config(seed: int, sizes: Dict[str, int]) -> dict:
     """Everything that determines the corpus; its hash identifies a finished corpus."""
     return {"version": VERSION, "seed": seed, "sizes": {s: sizes[s] for s in SETS},
             "speed_range": SPEED_RANGE, "snr_range_db": SNR_RANGE_DB,
-            "pad_range_ms": PAD_RANGE_MS, "peak_range": PEAK_RANGE}
+            "pad_range_ms": PAD_RANGE_MS, "peak_range": PEAK_RANGE,
+            "pauses": {"share": PAUSE_SHARE, "prob": PAUSE_PROB, "range_ms": PAUSE_RANGE_MS,
+                       "lead_ms": PAUSE_LEAD_MS}}
 
 
 def config_hash(config: dict) -> str:
@@ -103,7 +115,21 @@ def plan_corpus(seed: int, sizes: Dict[str, int]) -> List[dict]:
                 "pitch_offset": aug_rng.randint(-jitter, jitter) if jitter else 0,
                 "augment": dataclasses.asdict(params)})
         records += sorted(set_records, key=lambda r: r["utt"])
+    _plan_pauses(records, random.Random(f"{seed}-pauses"))
     return records
+
+
+def _plan_pauses(records: List[dict], rng: random.Random) -> None:
+    """Mark ``PAUSE_SHARE`` of the training records to be spoken word by word: their
+    ``pauses_ms`` (one silence per gap between words, 0 for none) and a longer lead-in.
+    Drawn from their own generator, so dev, test and every other record stay as they were."""
+    for r in records:
+        words = r["spoken"].split()
+        if r["set"] != "train" or len(words) < 2 or rng.random() >= PAUSE_SHARE:
+            continue
+        r["pauses_ms"] = [rng.randint(*PAUSE_RANGE_MS) if rng.random() < PAUSE_PROB else 0
+                          for _ in words[1:]]
+        r["augment"]["pad_ms"] = (rng.randint(*PAUSE_LEAD_MS), r["augment"]["pad_ms"][1])
 
 
 def wav_path(data_root: str, record: dict) -> str:
@@ -141,22 +167,46 @@ def wav_is_complete(path: str, expected_samples: Optional[int] = None) -> bool:
     return expected_samples is None or data_bytes == 2 * expected_samples
 
 
-def synthesize(record: dict, tmp_dir: str) -> np.ndarray:
-    """Run the record's engine and augmentation → int16 samples at 16 kHz."""
-    voice = Voice(**record["voice"])
-    raw = os.path.join(tmp_dir, record["utt"] + ".raw.wav")
-    cmd = voice.command(record["spoken"], record["pitch_offset"], raw)
+def speak(voice: Voice, text: str, pitch_offset: int, raw: str, utt: str) -> np.ndarray:
+    """The engine's float samples (at ``voice.sample_rate``) for ``text``; ``raw`` is a
+    scratch path, ``utt`` names the utterance in errors."""
+    cmd = voice.command(text, pitch_offset, raw)
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if proc.returncode != 0 or not os.path.exists(raw):
-        raise RuntimeError(f"utterance {record['utt']}: {' '.join(cmd)} failed "
+        raise RuntimeError(f"utterance {utt}: {' '.join(cmd)} failed "
                            f"({proc.returncode}): {proc.stderr.decode(errors='replace').strip()}")
     try:
         samples, rate = sf.read(raw, dtype="float32")
     finally:
         os.remove(raw)
     if rate != voice.sample_rate or samples.ndim != 1 or len(samples) == 0:
-        raise RuntimeError(f"utterance {record['utt']}: engine wrote {samples.shape} samples "
+        raise RuntimeError(f"utterance {utt}: engine wrote {samples.shape} samples "
                            f"at {rate} Hz, expected mono at {voice.sample_rate} Hz")
+    return samples
+
+
+def _speak_with_pauses(voice: Voice, record: dict, raw: str) -> np.ndarray:
+    """Each word spoken on its own, trimmed to its speech, joined by the planned silences."""
+    words = record["spoken"].split()
+    pieces = []
+    for i, word in enumerate(words):
+        if i:
+            pieces.append(np.zeros(int(record["pauses_ms"][i - 1] * voice.sample_rate / 1000),
+                                   dtype=np.float32))
+        pieces.append(trim_to_speech(speak(voice, word, record["pitch_offset"], raw,
+                                           record["utt"]), voice.sample_rate))
+    return np.concatenate(pieces)
+
+
+def synthesize(record: dict, tmp_dir: str) -> np.ndarray:
+    """Run the record's engine and augmentation → int16 samples at 16 kHz."""
+    voice = Voice(**record["voice"])
+    raw = os.path.join(tmp_dir, record["utt"] + ".raw.wav")
+    if record.get("pauses_ms"):
+        samples = _speak_with_pauses(voice, record, raw)
+    else:
+        samples = speak(voice, record["spoken"], record["pitch_offset"], raw, record["utt"])
+    rate = voice.sample_rate
     aug = record["augment"]
     params = AugmentParams(**{**aug, "pad_ms": tuple(aug["pad_ms"])})
     try:

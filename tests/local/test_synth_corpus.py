@@ -251,3 +251,45 @@ def test_data_prep_script_makes_valid_data_dirs(corpus, tmp_path):
                 assert x.read() == y.read()
         utt2spk = _read_map(os.path.join(data, s, "utt2spk"))
         assert int(rows[s][1]) == SIZES[s] and int(rows[s][3]) == len(set(utt2spk.values()))
+
+
+def _silent_runs(wav: np.ndarray, rate: int, floor_db: float) -> list:
+    """(start s, length s) of each run of 10 ms windows at least ``floor_db`` below the
+    loudest window."""
+    win = rate // 100
+    n = len(wav) // win
+    energy = 10 * np.log10((wav[: n * win].astype(np.float64).reshape(n, win) ** 2).mean(1) + 1e-9)
+    quiet = energy < energy.max() - floor_db
+    runs, start = [], None
+    for i, q in enumerate(list(quiet) + [False]):
+        if q and start is None:
+            start = i
+        elif not q and start is not None:
+            runs.append((start / 100, (i - start) / 100))
+            start = None
+    return runs
+
+
+def test_pause_utterances_share_and_silences(tmp_path):
+    records = plan_corpus(SEED, DEFAULT_SIZES)
+    train = [r for r in records if r["set"] == "train"]
+    paused = [r for r in train if r.get("pauses_ms")]
+    assert 0.17 < len(paused) / len(train) < 0.23  # PAUSE_SHARE 0.2 of 6,000
+    assert not any("pauses_ms" in r for r in records if r["set"] != "train")
+    gaps = [g for r in paused for g in r["pauses_ms"]]
+    assert all(len(r["pauses_ms"]) == len(r["spoken"].split()) - 1 for r in paused)
+    assert all(g == 0 or 80 <= g <= 500 for g in gaps)
+    assert 0.65 < np.mean([g > 0 for g in gaps]) < 0.75
+    # the audio holds each planned pause as silence (scaled by the speed perturbation)
+    rec = next(r for r in paused if sum(g > 0 for g in r["pauses_ms"]) >= 2)
+    rec = dict(rec, augment=dict(rec["augment"], snr_db=60.0))
+    wav = synthesize(rec, str(tmp_path))
+    runs = _silent_runs(wav, 16000, 45.0)
+    speed = rec["augment"]["speed"]
+    assert runs[0][0] == 0 and runs[0][1] >= rec["augment"]["pad_ms"][0] / 1000 - 0.01
+    inner = [length for start, length in runs[1:]
+             if start + length < len(wav) / 16000 - 0.01 and length >= 0.07]
+    planned = [g / 1000 / speed for g in rec["pauses_ms"] if g > 0]
+    assert len(inner) == len(planned), (planned, runs)
+    for want, got in zip(planned, inner):
+        assert want - 0.01 <= got <= want + 0.04, (planned, inner)

@@ -48,9 +48,9 @@ from local.synth.voices import split_voices  # noqa: E402
 from wenet.dataset.audio import resample  # noqa: E402
 from wenet.dataset.fbank import FeatureConf  # noqa: E402
 from wenet.dataset.tokenizer import Tokenizer  # noqa: E402
-from wenet.decode.align import (RefineConf, WordSpan, ctc_forced_align,  # noqa: E402
-                                frames_needed,
-                                refine_word_spans, token_spans, word_spans)
+from wenet.decode.align import (WordSpan, ctc_forced_align, frames_needed,  # noqa: E402
+                                token_spans, word_spans)
+from wenet.decode.pauses import RefineConf, refine_word_spans  # noqa: E402
 from wenet.decode.align_batch import Aligner, Utterance  # noqa: E402
 from wenet.models import load_model  # noqa: E402
 from wenet.utils.file_utils import load_yaml, read_symbol_table  # noqa: E402
@@ -78,8 +78,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--load_dir", default=None, help="reuse a set written by --keep_dir")
     p.add_argument("--word_source", default="vocabulary", choices=["vocabulary", "sentences"],
                    help="random corpus words, or the words of a corpus-style sentence in order")
-    p.add_argument("--refine_window", type=float, default=RefineConf.window_s)
+    p.add_argument("--refine_slack", type=float, default=RefineConf.slack_s)
     p.add_argument("--refine_margin_db", type=float, default=RefineConf.margin_db)
+    p.add_argument("--refine_min_pause", type=float, default=RefineConf.min_pause_s)
     p.add_argument("--decoding_chunk_size", type=int, default=-1)
     p.add_argument("--num_decoding_left_chunks", type=int, default=-1)
     p.add_argument("--sweep", action="store_true",
@@ -214,16 +215,21 @@ def load_aligner(args) -> Aligner:
                    args.num_decoding_left_chunks)
 
 
-def refine_conf(args, window: float = None, margin: float = None) -> RefineConf:
-    return RefineConf(window_s=args.refine_window if window is None else window,
-                      margin_db=args.refine_margin_db if margin is None else margin)
+SWEEP = [(slack, margin, pause) for slack in (0.04, 0.08, 0.16) for margin in (6.0, 10.0, 15.0)
+         for pause in (0.03, 0.05, 0.08)]
+
+
+def refine_conf(args, setting: Tuple[float, float, float] = None) -> RefineConf:
+    slack, margin, pause = setting or (args.refine_slack, args.refine_margin_db,
+                                       args.refine_min_pause)
+    return RefineConf(slack_s=slack, margin_db=margin, min_pause_s=pause)
 
 
 def align_all(args, aligner: Aligner, utts: List[dict]) -> Dict[str, list]:
     """Boundary rows per variant; prints agreement, Viterbi time and greedy TER."""
     rows = {"ctc ours": [], "ctc torchaudio": [], "ctc ours, end at next word": [],
             "refined": []}
-    sweep = {(w, m): [] for w in (0.04, 0.08, 0.16) for m in (6.0, 10.0, 15.0, 20.0)}
+    sweep = {setting: [] for setting in SWEEP}
     same, secs, ters, density = 0, {"ours": 0.0, "torchaudio": 0.0}, [], []
     for u in utts:
         txt = " ".join(t[0] for t in u["truth"])
@@ -252,8 +258,8 @@ def align_all(args, aligner: Aligner, utts: List[dict]) -> Dict[str, list]:
         rows["refined"] += boundaries(refine_word_spans(ours, u["wav"], TARGET_RATE,
                                                         refine_conf(args)),
                                       u["truth"], ters[-1], args.pad)
-        for (w, m), r in (sweep.items() if args.sweep else ()):
-            r += boundaries(refine_word_spans(ours, u["wav"], TARGET_RATE, refine_conf(args, w, m)),
+        for setting, r in (sweep.items() if args.sweep else ()):
+            r += boundaries(refine_word_spans(ours, u["wav"], TARGET_RATE, refine_conf(args, setting)),
                             u["truth"], ters[-1], args.pad)
     print(f"{len(utts)} utterances, {sum(len(u['truth']) for u in utts)} words, "
           f"{1000 * aligner.frame_shift_s:.0f} ms per encoder frame; CTC greedy token error "
@@ -263,18 +269,19 @@ def align_all(args, aligner: Aligner, utts: List[dict]) -> Dict[str, list]:
           f"{np.max(density):.2f} (near 1, CTC has no room for blanks between tokens)")
     print(f"agreement: identical frame paths in {same} of {len(utts)} utterances; Viterbi time "
           f"ours {secs['ours']:.3f} s, torchaudio {secs['torchaudio']:.3f} s")
-    for (w, m), r in sweep.items():
+    for (slack, margin, pause), r in sweep.items():
         if r:
             e = np.abs([x[1] for x in r])
-            print(f"sweep refine window {1000 * w:.0f} ms margin {m:.0f} dB: "
+            print(f"sweep refine slack {1000 * slack:.0f} ms margin {margin:.0f} dB min pause "
+                  f"{1000 * pause:.0f} ms: "
                   f"{100 * (e <= args.tolerance).mean():.1f} % within {1000 * args.tolerance:.0f} ms")
     return rows
 
 
 def evaluate(args, utts: List[dict]) -> None:
     rows = align_all(args, load_aligner(args), utts)
-    print(f"voices: {args.voices}; refinement: window {1000 * args.refine_window:.0f} ms, "
-          f"margin {args.refine_margin_db:.0f} dB")
+    print(f"voices: {args.voices}; refinement: slack {1000 * args.refine_slack:.0f} ms, "
+          f"margin {args.refine_margin_db:.0f} dB, min pause {1000 * args.refine_min_pause:.0f} ms")
     for name, r in rows.items():
         report(name, r, args.tolerance)
 

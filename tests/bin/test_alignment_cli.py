@@ -216,10 +216,11 @@ def test_a_bad_list_line_is_reported_by_its_place(setup, tmp_path):
     assert isinstance(items[1], Failure) and items[1].reason == "bad list line"
 
 
-def test_refined_words_sit_on_energy_edges_near_the_ctc_times(setup, tmp_path):
+def test_refined_words_sit_on_pause_edges(setup, tmp_path):
     """--refine_boundaries: token times unchanged; each word boundary either stays where
-    CTC put it or moved at most --refine_window onto a 10 ms energy edge of the audio
-    (brute force: the energy of every 10 ms window, thresholded as documented)."""
+    CTC put it or moved onto the edge of a pause of the audio: a start where one ends, an
+    end where one begins (brute force: the energy of every 10 ms window, thresholded as
+    documented, runs of at least --refine_min_pause)."""
     d = setup
     rng = np.random.default_rng(1)
     lines = []
@@ -231,10 +232,10 @@ def test_refined_words_sit_on_energy_edges_near_the_ctc_times(setup, tmp_path):
         sf.write(tmp_path / f"r{n}.wav", wav.astype(np.float32), 16000)
         lines.append(json.dumps({"key": f"r{n}", "wav": str(tmp_path / f"r{n}.wav"), "txt": txt}))
     (tmp_path / "data.list").write_text("\n".join(lines) + "\n")
-    window = 0.1
     outs = {}
-    for name, extra in (("raw", []), ("ref", ["--refine_boundaries", "--refine_window",
-                                              str(window), "--refine_margin_db", "10"])):
+    for name, extra in (("raw", []), ("ref", ["--refine_boundaries", "--refine_slack", "0.1",
+                                              "--refine_margin_db", "10",
+                                              "--refine_min_pause", "0.05"])):
         outs[name] = tmp_path / name
         outs[name].mkdir()
         assert alignment_main(["--config", str(d / "train.yaml"), "--checkpoint",
@@ -244,15 +245,28 @@ def test_refined_words_sit_on_energy_edges_near_the_ctc_times(setup, tmp_path):
     assert (outs["raw"] / "words.tokens").read_text() == (outs["ref"] / "words.tokens").read_text()
     raw_w, ref_w = _lines(outs["raw"] / "words"), _lines(outs["ref"] / "words")
     assert [r[:2] for r in raw_w] == [r[:2] for r in ref_w]
-    moved = 0
+    moved, prev_end = 0, {}
     for (key, _, s0, e0), (_, _, s1, e1) in zip(raw_w, ref_w):
         wav, _ = sf.read(tmp_path / f"{key}.wav", dtype="float64")
         energy = [10 * np.log10(np.mean(wav[i:i + 160] ** 2) + 1e-20)
                   for i in range(0, len(wav) - 159, 160)]
-        speech = [e > np.percentile(energy, 10) + 10 for e in energy]
-        edges = {k for k in range(1, len(speech)) if speech[k] != speech[k - 1]}
-        for old, new in ((float(s0), float(s1)), (float(e0), float(e1))):
-            assert new == pytest.approx(old, abs=6e-4) or (
-                abs(new - old) <= window + 1e-3 and round(new * 100) in edges), (key, old, new)
-            moved += abs(new - old) > 1e-3
+        quiet = [e <= np.percentile(energy, 10) + 10 for e in energy] + [False]
+        runs, begin = [], None  # pauses: runs of >= 5 quiet windows
+        for k, q in enumerate(quiet):
+            if q and begin is None:
+                begin = k
+            elif not q and begin is not None:
+                runs += [(begin, k)] if k - begin >= 5 else []
+                begin = None
+        pause_ends, pause_starts = {e for _, e in runs}, {b for b, _ in runs}
+        # the start: CTC's, a pause's end, or the previous word's end (order kept)
+        assert float(s1) == pytest.approx(float(s0), abs=6e-4) \
+            or round(float(s1) * 100) in pause_ends | {round(prev_end.get(key, -1) * 100)}, \
+            (key, s0, s1)
+        # the end: CTC's, a pause's start, or one 10 ms window after the start
+        assert float(e1) == pytest.approx(float(e0), abs=6e-4) \
+            or round(float(e1) * 100) in pause_starts | {round(float(s1) * 100) + 1}, \
+            (key, e0, e1)
+        prev_end[key] = float(e1)
+        moved += abs(float(s1) - float(s0)) > 1e-3 or abs(float(e1) - float(e0)) > 1e-3
     assert moved > 0  # the bursts give edges near some boundaries

@@ -7,10 +7,9 @@ import pytest
 import torch
 import torchaudio.functional as taf
 
-from wenet.decode.align import (AlignmentError, RefineConf, TokenSpan, WordSpan,
-                                ctc_forced_align, energy_db, frame_shift_seconds, frames_needed,
-                                path_score, refine_word_spans, token_intervals, token_spans,
-                                word_spans)
+from wenet.decode.align import (AlignmentError, TokenSpan, WordSpan, ctc_forced_align,
+                                frame_shift_seconds, frames_needed, path_score, token_intervals,
+                                token_spans, word_spans)
 
 
 def _random_case(gen, num_frames, vocab, tokens):
@@ -166,66 +165,3 @@ def test_times_from_frames():
     spans = _spans([(2, 4, 1.0)])
     ((start, end, unit),) = token_intervals(spans, ["\u2581a"], 0.08)
     assert (start, end, unit) == (pytest.approx(0.16), pytest.approx(0.32), "\u2581a")
-
-
-# --- boundary refinement against a hand-made signal with known energy edges ---
-
-RATE = 16000
-
-
-def _bursts(spans, total_s, level=0.3, floor=1e-3):
-    """A constant-level signal: ``level`` inside the (start, end) second spans, ``floor``
-    elsewhere (sign alternating sample by sample, so each 10 ms window's energy is exact)."""
-    n = int(round(total_s * RATE))
-    amp = np.full(n, floor)
-    for start, end in spans:
-        amp[int(round(start * RATE)): int(round(end * RATE))] = level
-    return amp * np.where(np.arange(n) % 2, 1.0, -1.0)
-
-
-def test_energy_db_by_hand():
-    wav = _bursts([(0.10, 0.20)], 0.305)
-    energy = energy_db(wav, RATE)
-    assert len(energy) == 30  # the last 5 ms (a partial window) dropped
-    assert energy[:10] == pytest.approx([20 * math.log10(1e-3)] * 10, abs=1e-6)
-    assert energy[10:20] == pytest.approx([20 * math.log10(0.3)] * 10, abs=1e-6)
-
-
-def test_refinement_moves_boundaries_to_the_nearest_edge_within_the_window():
-    wav = _bursts([(0.50, 1.00), (1.30, 1.80)], 3.0)
-    words = [WordSpan("a", 0.48, 0.96, 0.5), WordSpan("b", 1.36, 1.84, 0.6),
-             WordSpan("c", 2.40, 2.60, 0.7)]  # c lies in silence: no edge near it
-    got = refine_word_spans(words, wav, RATE, RefineConf(window_s=0.08, margin_db=10.0))
-    assert [(w.word, w.confidence) for w in got] == [("a", 0.5), ("b", 0.6), ("c", 0.7)]
-    assert [(w.start_s, w.end_s) for w in got] == [pytest.approx((0.50, 1.00)),
-                                                   pytest.approx((1.30, 1.80)),
-                                                   pytest.approx((2.40, 2.60))]
-    # an edge farther than the window does not pull the boundary
-    narrow = refine_word_spans(words, wav, RATE, RefineConf(window_s=0.03))
-    assert (narrow[0].start_s, narrow[0].end_s) == pytest.approx((0.50, 0.96))
-    assert (narrow[1].start_s, narrow[1].end_s) == pytest.approx((1.36, 1.84))
-
-
-def test_refinement_threshold_is_relative_to_the_noise_floor():
-    # a quiet second burst 8 dB over the floor is speech at margin 6 dB, not at 10 dB
-    floor = 1e-3
-    wav = _bursts([(0.50, 1.00)], 2.0, floor=floor)
-    quiet = (np.arange(len(wav)) >= int(1.3 * RATE)) & (np.arange(len(wav)) < int(1.6 * RATE))
-    wav[quiet] *= 10 ** (8 / 20)
-    words = [WordSpan("a", 0.5, 1.0, 1.0), WordSpan("b", 1.34, 1.55, 1.0)]
-    loose = refine_word_spans(words, wav, RATE, RefineConf(margin_db=6.0))
-    strict = refine_word_spans(words, wav, RATE, RefineConf(margin_db=10.0))
-    assert (loose[1].start_s, loose[1].end_s) == pytest.approx((1.30, 1.60))
-    assert (strict[1].start_s, strict[1].end_s) == pytest.approx((1.34, 1.55))
-
-
-def test_refinement_keeps_words_in_order():
-    # the nearest onset for b (0.50) lies before a's refined end: b starts where a ends
-    wav = _bursts([(0.50, 1.00)], 2.0)
-    words = [WordSpan("a", 0.44, 0.52, 1.0), WordSpan("b", 0.56, 1.02, 1.0)]
-    got = refine_word_spans(words, wav, RATE, RefineConf(window_s=0.08))
-    assert got[0].start_s == pytest.approx(0.50)
-    assert got[0].end_s >= got[0].start_s + 0.01 - 1e-9
-    assert got[1].start_s >= got[0].end_s - 1e-9
-    assert got[1].end_s == pytest.approx(1.00)
-    assert refine_word_spans([], wav, RATE) == []

@@ -16,9 +16,9 @@ when some fail (it is 1 when none aligns).
 
 Word times are CTC's (a word starts at the first frame of its first token and ends
 after the last frame of its last token; frame ``f`` is at ``f`` x subsampling x frame
-shift seconds). ``--refine_boundaries`` moves each word start/end to the nearest rise/fall
-of the audio's 10 ms energy within ``--refine_window`` (useful where words are separated
-by pauses; a boundary with no energy edge nearby stays where CTC put it).
+shift seconds). ``--refine_boundaries`` moves word boundaries to the pauses of the audio
+found between the words' CTC spikes (``wenet/decode/pauses.py``; where words are spoken
+without a pause the boundary stays where CTC put it).
 """
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ from tqdm import tqdm
 
 from wenet.dataset.fbank import FeatureConf
 from wenet.dataset.tokenizer import Tokenizer
-from wenet.decode.align import RefineConf, token_intervals
+from wenet.decode.align import token_intervals
+from wenet.decode.pauses import RefineConf
 from wenet.decode.align_batch import (Aligner, Alignment, Failure, align_data_list,
                                       failure_line, summary)
 from wenet.eval.timing_formats import ctm_lines, textgrid_text
@@ -60,12 +61,14 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--gen_praat", action="store_true",
                    help="write TextGrids to --textgrid_dir or <result_file's dir>/textgrid")
     p.add_argument("--refine_boundaries", action="store_true",
-                   help="move each word boundary to the nearest energy edge of the audio "
-                        "within --refine_window (token times stay CTC's)")
-    p.add_argument("--refine_window", type=float, default=RefineConf.window_s,
-                   help="seconds a refined boundary may move")
+                   help="move word boundaries to the pauses of the audio between the words' "
+                        "CTC spikes (token times stay CTC's)")
+    p.add_argument("--refine_slack", type=float, default=RefineConf.slack_s,
+                   help="seconds beyond the spikes a pause may lie")
     p.add_argument("--refine_margin_db", type=float, default=RefineConf.margin_db,
                    help="speech threshold above the utterance's noise floor, dB")
+    p.add_argument("--refine_min_pause", type=float, default=RefineConf.min_pause_s,
+                   help="seconds of non-speech that count as a pause")
     p.add_argument("--decoding_chunk_size", type=int, default=-1,
                    help="encode with this chunk size (chunk-trained models); -1: full context")
     p.add_argument("--num_decoding_left_chunks", type=int, default=-1)
@@ -104,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
     device = torch.device(f"cuda:{args.gpu}" if args.gpu >= 0 else "cpu")
     model = load_model(configs, args.checkpoint, device)
     tokenizer = Tokenizer(read_symbol_table(args.dict), args.bpe_model)
-    refine = (RefineConf(window_s=args.refine_window, margin_db=args.refine_margin_db)
+    refine = (RefineConf(slack_s=args.refine_slack, margin_db=args.refine_margin_db,
+                         min_pause_s=args.refine_min_pause)
               if args.refine_boundaries else None)
     aligner = Aligner(model, tokenizer, FeatureConf.from_config(configs, args.config), device,
                       refine, args.decoding_chunk_size, args.num_decoding_left_chunks)

@@ -22,9 +22,9 @@ from wenet.dataset.fbank import FeatureConf, compute_fbank
 from wenet.dataset.sources import raw_samples, shard_samples
 from wenet.dataset.stats import PipelineStats
 from wenet.dataset.tokenizer import Tokenizer
-from wenet.decode.align import (AlignmentError, RefineConf, TokenSpan, WordSpan,
-                                ctc_forced_align, frame_shift_seconds, refine_word_spans,
-                                token_spans, word_spans)
+from wenet.decode.align import (AlignmentError, TokenSpan, WordSpan, ctc_forced_align,
+                                frame_shift_seconds, token_spans, word_spans)
+from wenet.decode.pauses import RefineConf, refine_word_spans
 from wenet.utils.file_utils import text_lines
 
 logger = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ def read_data_list(data_list: str, data_type: str = "raw") -> Iterator[Union[dic
 class Aligner:
     """A model with a CTC head, its units and features: ``prepare`` a sample, then
     ``align`` a batch of prepared utterances. With ``refine`` given, word boundaries are
-    moved to nearby energy edges of the audio (``align.refine_word_spans``); token spans
+    moved to the pauses of the audio (``pauses.refine_word_spans``); token spans
     stay the CTC ones. ``decoding_chunk_size``/``num_decoding_left_chunks`` are the
     encoder's (``model.encode``; -1: full context)."""
 

@@ -1,0 +1,98 @@
+"""Word boundaries snapped to pauses (wenet/decode/pauses.py), on hand-made signals whose
+speech and pauses are known to the sample."""
+import math
+
+import numpy as np
+import pytest
+
+from wenet.decode.align import WordSpan
+from wenet.decode.pauses import RefineConf, energy_db, pause_runs, refine_word_spans
+
+RATE = 16000
+
+
+def _bursts(spans, total_s, level=0.3, floor=1e-3):
+    """A constant-level signal: ``level`` inside the (start, end) second spans, ``floor``
+    elsewhere (sign alternating sample by sample, so each 10 ms window's energy is exact)."""
+    n = int(round(total_s * RATE))
+    amp = np.full(n, floor)
+    for start, end in spans:
+        amp[int(round(start * RATE)): int(round(end * RATE))] = level
+    return amp * np.where(np.arange(n) % 2, 1.0, -1.0)
+
+
+def _times(words):
+    return [t for w in words for t in (w.start_s, w.end_s)]
+
+
+def _flat(pairs):
+    return [t for pair in pairs for t in pair]
+
+
+def test_energy_db_by_hand():
+    wav = _bursts([(0.10, 0.20)], 0.305)
+    energy = energy_db(wav, RATE)
+    assert len(energy) == 30  # the last 5 ms (a partial window) dropped
+    assert energy[:10] == pytest.approx([20 * math.log10(1e-3)] * 10, abs=1e-6)
+    assert energy[10:20] == pytest.approx([20 * math.log10(0.3)] * 10, abs=1e-6)
+
+
+def test_pause_runs_are_the_quiet_stretches_of_at_least_min_pause():
+    # speech 0.3-0.8, a 40 ms closure, 0.84-1.2, a 300 ms pause, 1.5-2.0, quiet to 2.5
+    wav = _bursts([(0.3, 0.8), (0.84, 1.2), (1.5, 2.0)], 2.5)
+    assert _flat(pause_runs(wav, RATE, RefineConf(min_pause_s=0.05))) == pytest.approx(
+        _flat([(0.0, 0.3), (1.2, 1.5), (2.0, 2.5)]))
+    assert _flat(pause_runs(wav, RATE, RefineConf(min_pause_s=0.03))) == pytest.approx(
+        _flat([(0.0, 0.3), (0.8, 0.84), (1.2, 1.5), (2.0, 2.5)]))
+
+
+def test_pause_threshold_is_relative_to_the_noise_floor():
+    # a stretch 8 dB over the floor is a pause at margin 10 dB, speech at margin 6 dB
+    wav = _bursts([(0.2, 0.6), (1.0, 1.4)], 1.6)
+    louder = (np.arange(len(wav)) >= int(0.6 * RATE)) & (np.arange(len(wav)) < int(1.0 * RATE))
+    wav[louder] *= 10 ** (8 / 20)
+    assert (0.6, 1.0) in [tuple(round(x, 6) for x in r)
+                          for r in pause_runs(wav, RATE, RefineConf(margin_db=10.0))]
+    assert _flat(pause_runs(wav, RATE, RefineConf(margin_db=6.0))) == pytest.approx(
+        _flat([(0.0, 0.2), (1.4, 1.6)]))
+
+
+def test_boundaries_move_to_the_pauses_between_spikes():
+    wav = _bursts([(0.50, 1.00), (1.30, 1.80), (2.20, 2.60)], 3.0)
+    # spikes: a inside its word, b just before its speech (early), c late in its word
+    words = [WordSpan("a", 0.56, 0.72, 0.5), WordSpan("b", 1.28, 1.44, 0.6),
+             WordSpan("c", 2.48, 2.56, 0.7)]
+    got = refine_word_spans(words, wav, RATE)
+    assert [(w.word, w.confidence) for w in got] == [("a", 0.5), ("b", 0.6), ("c", 0.7)]
+    assert _times(got) == pytest.approx(_flat([(0.50, 1.00), (1.30, 1.80), (2.20, 2.60)]))
+
+
+def test_longest_pause_wins_over_a_closure_and_joined_words_keep_ctc_times():
+    # word a has a 60 ms closure (0.70-0.76); a and b are 200 ms apart; b and c are joined
+    wav = _bursts([(0.40, 0.70), (0.76, 1.00), (1.20, 1.60), (1.60, 2.00)], 2.4)
+    words = [WordSpan("a", 0.48, 0.56, 1.0), WordSpan("b", 1.28, 1.36, 1.0),
+             WordSpan("c", 1.68, 1.76, 1.0)]
+    got = refine_word_spans(words, wav, RATE, RefineConf(min_pause_s=0.05))
+    # a ends at the pause (not at the closure), b/c keep CTC's boundary, c ends at the tail
+    assert _times(got) == pytest.approx(_flat([(0.40, 1.00), (1.20, 1.36), (1.68, 2.00)]))
+
+
+def test_no_lead_in_or_tail_keeps_the_ctc_edges():
+    wav = _bursts([(0.0, 0.5), (0.8, 1.2)], 1.2)  # speech from the first to the last sample
+    words = [WordSpan("a", 0.08, 0.24, 1.0), WordSpan("b", 0.88, 1.04, 1.0)]
+    got = refine_word_spans(words, wav, RATE)
+    assert _times(got) == pytest.approx(_flat([(0.08, 0.50), (0.80, 1.04)]))
+
+
+def test_each_pause_is_used_once_and_words_stay_in_order():
+    # three words whose spikes all sit in one pause region: only one boundary takes it
+    wav = _bursts([(0.2, 0.6), (1.2, 1.6)], 1.8)
+    words = [WordSpan("a", 0.64, 0.72, 1.0), WordSpan("b", 0.80, 0.88, 1.0),
+             WordSpan("c", 0.96, 1.04, 1.0)]
+    got = refine_word_spans(words, wav, RATE)
+    assert got[0].start_s == pytest.approx(0.2) and got[0].end_s == pytest.approx(0.6)
+    assert got[1].start_s == pytest.approx(1.2)
+    for w, nxt in zip(got, got[1:]):
+        assert w.start_s + 0.01 - 1e-9 <= w.end_s <= nxt.start_s + 1e-9
+    assert got[2].end_s == pytest.approx(1.6)
+    assert refine_word_spans([], wav, RATE) == []

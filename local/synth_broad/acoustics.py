@@ -19,7 +19,8 @@ reproduces its audio exactly:
   bands start at the given edges (>= 70 dB down there): microphones, loudspeakers
   and codecs that drop the highs and lows.
 * ``telephone``: 16 kHz -> band-limit -> 8 kHz -> 8-bit mu-law (G.711-like, the
-  continuous companding law) -> 16 kHz.
+  continuous companding law) -> 16 kHz (decimation and interpolation by 2 through
+  the same FIR, so nothing above 3.8 kHz comes back).
 * ``set_level``: scale to an RMS level in dBFS; what exceeds full scale clips
   when written as int16 (loud recordings clip too).
 """
@@ -147,15 +148,16 @@ def resample_array(x: np.ndarray, orig: int, new: int) -> np.ndarray:
     return out.numpy().astype(np.float64)
 
 
-def telephone(x: np.ndarray, rate: int = RATE) -> np.ndarray:
-    """A narrow-band telephone channel: band-limited, decimated to 8 kHz, 8-bit
-    mu-law coded and decoded, back at ``rate``; as long as ``x``."""
-    narrow = resample_array(band_limit(x, *TELEPHONE_BAND, rate=rate), rate, TELEPHONE_RATE)
+def telephone(x: np.ndarray) -> np.ndarray:
+    """A narrow-band telephone channel on 16 kHz audio: band-limited to the
+    ``TELEPHONE_BAND`` stop edges, decimated to 8 kHz, 8-bit mu-law coded and
+    decoded, interpolated back to 16 kHz (zeros between the samples, then the
+    same FIR low-pass at 3.8 kHz removes the images); as long as ``x``."""
+    narrow = band_limit(x, *TELEPHONE_BAND)[::RATE // TELEPHONE_RATE]
     coded = mu_law_decode(mu_law_encode(narrow))
-    wide = resample_array(coded, TELEPHONE_RATE, rate)
-    if len(wide) < len(x):
-        wide = np.concatenate([wide, np.zeros(len(x) - len(wide))])
-    return wide[:len(x)]
+    wide = np.zeros(len(x))
+    wide[::RATE // TELEPHONE_RATE] = coded
+    return band_limit(wide, 0.0, TELEPHONE_BAND[1]) * (RATE // TELEPHONE_RATE)
 
 
 def rms_dbfs(x: np.ndarray) -> float:

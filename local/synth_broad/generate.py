@@ -39,12 +39,13 @@ from local.synth.voices import SETS, Voice
 from local.synth_broad import acoustics
 from local.synth_broad.plan import plan_corpus
 from local.synth_broad.simulate import apply_simulation, parse_simulation, share_counts
-from local.synth_broad.text import load_sentences, source_fingerprint, text_statistics, vocabulary
+from local.synth_broad.text import (MissingPackageError, check_packages, load_sentences,
+                                   source_fingerprint, text_statistics, vocabulary)
 from wenet.utils.file_utils import atomic_open, atomic_write_text
 
 VERSION = 1
 # Stage 0 under ~10 minutes with 2 jobs on the 2-core machine (measured rate: README)
-DEFAULT_HOURS = 12.0
+DEFAULT_HOURS = 10.0
 DEFAULT_DEV_UTTS = 300
 DEFAULT_TEST_UTTS = 300
 BANK_PEAK = 0.9
@@ -249,7 +250,13 @@ def get_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    args = get_parser().parse_args(argv)
+    parser = get_parser()
+    args = parser.parse_args(argv)
+    try:
+        parse_simulation(args.simulation)
+        check_packages()
+    except (ValueError, MissingPackageError) as e:
+        parser.exit(1, f"{parser.prog}: error: {e}\n")
     generate_corpus(args.data_root, args.seed, args.hours, args.dev_utts, args.test_utts,
                     args.simulation, max(1, args.nj))
 

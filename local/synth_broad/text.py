@@ -43,7 +43,7 @@ PACKAGE_MARKERS = (("wordnet-base", os.path.join(WORDNET_DIR, "data.noun")),
                    ("fortunes-min", os.path.join(FORTUNE_DIR, "fortunes")),
                    ("fortunes", os.path.join(FORTUNE_DIR, "wisdom")))
 MIN_WORDS, MAX_WORDS = 2, 20
-TEXT_VERSION = 1
+TEXT_VERSION = 2
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,7 @@ _ABBREVIATION = re.compile(
 _ACRONYM = re.compile(r"\b[A-Z]{2,}\b")
 _TOKEN = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)*|[,;:.!?]")
 _LEFTOVER = re.compile(r"[^A-Za-z',;:.!?\"\s-]")
+_DASH = re.compile(r"\s+-+\s+|-{2,}")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')]*\s+(?=[\"'(]*[A-Z])")
 
 
@@ -75,8 +76,10 @@ class Sentence:
 
 
 def _ascii(raw: str) -> str:
-    raw = unicodedata.normalize("NFKD", raw.translate(_TRANSLATE))
-    return "".join(ch for ch in raw if not unicodedata.combining(ch))
+    raw = raw.translate(_TRANSLATE)
+    if raw.isascii():
+        return raw
+    return "".join(ch for ch in unicodedata.normalize("NFKD", raw) if not unicodedata.combining(ch))
 
 
 def normalise(raw: str) -> Optional[Tuple[str, str]]:
@@ -89,7 +92,8 @@ def normalise(raw: str) -> Optional[Tuple[str, str]]:
     words: List[str] = []
     spoken: List[str] = []
     final = "."
-    for tok in _TOKEN.findall(s.replace("-", " ")):
+    s = _DASH.sub(", ", s).replace("-", " ")  # a dash is a pause, a hyphen a word break
+    for tok in _TOKEN.findall(s):
         if tok[0].isalpha():
             words.append(tok.upper())
             spoken.append(tok.lower())

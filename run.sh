@@ -6,12 +6,14 @@ set -euo pipefail
 
 stage=0
 stop_stage=6
-corpus=synth            # synth (built-in, text-to-speech) | speechocean762 | swbd
+corpus=synth            # synth (built-in, text-to-speech) | synth_broad (broad TTS pretraining corpus) | speechocean762 | swbd
 data_root=              # corpus location (speechocean762); synth: where audio is written
 download=false          # speechocean762: fetch the release when data_root lacks it; swbd: the MS98 transcriptions
 swbd1_dir=              # swbd: LDC97S62 (audio) with swb_ms98_transcriptions
 eval2000_dir=           # swbd: "LDC2002S09/hub5e_00 LDC2002T43" (two dirs, space-separated)
 seed=777                # synth corpus generation seed
+hours=                  # synth_broad: training audio in hours (empty: its default, local/synth_broad/generate.py)
+simulation=default      # synth_broad: room/noise/channel simulation: default | none | 'default,babble=0' ...
 nj=2                    # parallel jobs for data preparation
 num_nodes=1             # training: number of machines
 node_rank=0             # training: this machine's index, 0..num_nodes-1
@@ -22,7 +24,7 @@ feat_dir=raw_wav
 data_type=shard         # shard | raw
 num_utts_per_shard=200
 prefetch=100
-nbpe=0                  # 0: the corpus default (synth 128, speechocean762 256, swbd 2000)
+nbpe=0                  # 0: the corpus default (synth 128, synth_broad 500, speechocean762 256, swbd 2000)
 bpemode=unigram
 train_set=train
 dev_set=dev
@@ -58,7 +60,8 @@ help_message="Usage: $0 [options]
 Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in corpus).
   --stage N / --stop_stage M   first and last stage, 0..6, N <= M (0 data, 1 cmvn, 2 bpe,
                                3 lists, 4 train, 5 average+decode+score, 6 export)
-  --corpus NAME                synth (default) | speechocean762 | swbd
+  --corpus NAME                synth (default) | synth_broad | speechocean762 | swbd
+  --hours H --simulation SPEC  synth_broad: training hours; simulation kinds and shares
   --data_root DIR              corpus location
   --download true              fetch what the corpus lacks (speechocean762: the release;
                                swbd: the MS98 transcriptions)
@@ -92,7 +95,8 @@ Every variable at the top of run.sh is an option: --name value or --name=value.
 Values are checked before anything runs; a bad one stops run.sh naming the option."
 # What each option takes (tools/parse_options.sh checks them as they are set).
 option_types=(
-  stage=0..6 stop_stage=0..6 corpus='synth|speechocean762|swbd' download=bool seed=uint
+  stage=0..6 stop_stage=0..6 corpus='synth|synth_broad|speechocean762|swbd' download=bool seed=uint
+  hours=float simulation=nonempty
   nj=posint num_nodes=posint node_rank=uint num_cpu_workers=posint ddp_timeout=posint
   use_amp='none|bf16|fp16|auto' feat_dir=nonempty data_type='shard|raw'
   num_utts_per_shard=posint prefetch=posint nbpe=uint bpemode='unigram|bpe|char|word'
@@ -123,6 +127,9 @@ case "${corpus}" in
     : "${data_root:=corpus/synth}"; [ "${nbpe}" -gt 0 ] || nbpe=128
     : "${test_sets:=test}"; : "${train_config:=conf/train_conformer.yaml}"
     [ "${average_num}" -gt 0 ] || average_num=2 ;;
+  synth_broad)
+    : "${data_root:=corpus/synth_broad}"; [ "${nbpe}" -gt 0 ] || nbpe=500
+    : "${test_sets:=test}"; : "${train_config:=conf/train_conformer_synth_broad.yaml}" ;;
   speechocean762)
     : "${data_root:=../shared/corpora/speechocean762}"; [ "${nbpe}" -gt 0 ] || nbpe=256
     : "${test_sets:=dev}"; : "${train_config:=conf/train_conformer_speechocean762.yaml}" ;;
@@ -166,6 +173,9 @@ if run_stage 0; then
   case "${corpus}" in
     synth)
       local/synth_data_prep.sh --nj "${nj}" --seed "${seed}" "${data_root}" data ;;
+    synth_broad)
+      local/synth_broad_data_prep.sh --nj "${nj}" --seed "${seed}" ${hours:+--hours "${hours}"} \
+        --simulation "${simulation}" "${data_root}" data ;;
     speechocean762)
       local/speechocean762_data_prep.sh --download "${download}" "${data_root}" data ;;
     swbd)

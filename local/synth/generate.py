@@ -37,29 +37,31 @@ import numpy as np
 import soundfile as sf
 from tqdm import tqdm
 
-from local.synth.augment import (NOISE_COLOURS, TARGET_RATE, AugmentParams, augment,
-                                 trim_to_speech)
+from local.synth.augment import NOISE_COLOURS, TARGET_RATE, AugmentParams, augment
 from local.synth.sentences import SentenceGenerator, vocabulary
 from local.synth.voices import SETS, Voice, split_voices
 from wenet.utils.file_utils import atomic_open, atomic_write_text
 
-VERSION = 3  # 2: 138 training voices (voices.py); 3: training utterances with pauses
+VERSION = 4  # 2: 138 training voices (voices.py); 3: training utterances with pauses;
+#             4: the pauses as SSML breaks in fluent speech
 # Training audio is cheap to make (~100 utterances/s), and a model that sees
 # each of 1,700 utterances 32 times learns them by heart (12.7 % WER on its
 # training utterances, ~38 % on a training voice saying a new sentence or a new
 # voice saying a training sentence): the main job trains on 6,000 utterances
 # 9 times instead, the same compute (RESULTS.md).
-DEFAULT_SIZES = {"train": 6000, "dev": 230, "test": 230}  # ~4.2 h, ~10 min, ~10 min
+DEFAULT_SIZES = {"train": 6000, "dev": 230, "test": 230}  # ~4.9 h, ~10 min, ~10 min
 SPEED_RANGE = (0.92, 1.08)
 SNR_RANGE_DB = (15.0, 35.0)
 PAD_RANGE_MS = (50, 250)
 PEAK_RANGE = (0.3, 0.9)
-# A share of the training sentences is spoken one word at a time (each word its own
-# engine call, trimmed to its speech) with silences between words and a longer lead-in.
-# Without them every training utterance is fluent speech 50-250 ms after the start, and
-# the model learnt to emit its first tokens before the speech (a CTC spike says little
-# about time): word timestamps and forced alignment were hundreds of ms off.
-PAUSE_SHARE = 0.2
+# A share of the training sentences is spoken with pauses between words (SSML breaks,
+# the words themselves fluent) and a longer lead-in. Without them every training
+# utterance is fluent speech 50-250 ms after the start, and the model learnt to emit its
+# first tokens before the speech (a CTC spike says little about time): word timestamps
+# and forced alignment were hundreds of ms off. (Words synthesised one at a time instead
+# were 1.5x longer than in a sentence, and the 20 % of sentences took 34 % of the audio:
+# the main job learnt its fluent dev set far more slowly.)
+PAUSE_SHARE = 0.25                # of the espeak-ng training sentences (~70 % of them)
 PAUSE_PROB = 0.7                  # each gap between two words of such an utterance
 PAUSE_RANGE_MS = (80, 500)
 PAUSE_LEAD_MS = (50, 800)
@@ -120,12 +122,14 @@ def plan_corpus(seed: int, sizes: Dict[str, int]) -> List[dict]:
 
 
 def _plan_pauses(records: List[dict], rng: random.Random) -> None:
-    """Mark ``PAUSE_SHARE`` of the training records to be spoken word by word: their
-    ``pauses_ms`` (one silence per gap between words, 0 for none) and a longer lead-in.
+    """Mark ``PAUSE_SHARE`` of the espeak-ng training records (flite does not keep SSML
+    breaks) to be spoken with pauses: their ``pauses_ms`` (one silence per gap between
+    words, 0 for none) and a longer lead-in.
     Drawn from their own generator, so dev, test and every other record stay as they were."""
     for r in records:
         words = r["spoken"].split()
-        if r["set"] != "train" or len(words) < 2 or rng.random() >= PAUSE_SHARE:
+        if (r["set"] != "train" or len(words) < 2 or r["voice"]["engine"] != "espeak"
+                or rng.random() >= PAUSE_SHARE):
             continue
         r["pauses_ms"] = [rng.randint(*PAUSE_RANGE_MS) if rng.random() < PAUSE_PROB else 0
                           for _ in words[1:]]
@@ -167,10 +171,9 @@ def wav_is_complete(path: str, expected_samples: Optional[int] = None) -> bool:
     return expected_samples is None or data_bytes == 2 * expected_samples
 
 
-def speak(voice: Voice, text: str, pitch_offset: int, raw: str, utt: str) -> np.ndarray:
-    """The engine's float samples (at ``voice.sample_rate``) for ``text``; ``raw`` is a
-    scratch path, ``utt`` names the utterance in errors."""
-    cmd = voice.command(text, pitch_offset, raw)
+def speak(cmd: List[str], voice: Voice, raw: str, utt: str) -> np.ndarray:
+    """The engine's float samples (at ``voice.sample_rate``) from running ``cmd``, which
+    writes ``raw`` (a scratch path); ``utt`` names the utterance in errors."""
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if proc.returncode != 0 or not os.path.exists(raw):
         raise RuntimeError(f"utterance {utt}: {' '.join(cmd)} failed "
@@ -185,17 +188,14 @@ def speak(voice: Voice, text: str, pitch_offset: int, raw: str, utt: str) -> np.
     return samples
 
 
-def _speak_with_pauses(voice: Voice, record: dict, raw: str) -> np.ndarray:
-    """Each word spoken on its own, trimmed to its speech, joined by the planned silences."""
-    words = record["spoken"].split()
-    pieces = []
-    for i, word in enumerate(words):
-        if i:
-            pieces.append(np.zeros(int(record["pauses_ms"][i - 1] * voice.sample_rate / 1000),
-                                   dtype=np.float32))
-        pieces.append(trim_to_speech(speak(voice, word, record["pitch_offset"], raw,
-                                           record["utt"]), voice.sample_rate))
-    return np.concatenate(pieces)
+def pause_ssml(words: List[str], pauses_ms: List[int]) -> str:
+    """An SSML document speaking ``words`` with a break of ``pauses_ms[i]`` after word ``i``
+    (0: none)."""
+    parts = [words[0]]
+    for word, gap in zip(words[1:], pauses_ms):
+        parts += [f'<break time="{gap}ms"/>'] if gap else []
+        parts.append(word)
+    return "<speak>" + " ".join(parts) + "</speak>"
 
 
 def synthesize(record: dict, tmp_dir: str) -> np.ndarray:
@@ -203,9 +203,13 @@ def synthesize(record: dict, tmp_dir: str) -> np.ndarray:
     voice = Voice(**record["voice"])
     raw = os.path.join(tmp_dir, record["utt"] + ".raw.wav")
     if record.get("pauses_ms"):
-        samples = _speak_with_pauses(voice, record, raw)
+        ssml = os.path.join(tmp_dir, record["utt"] + ".ssml")
+        with open(ssml, "w", encoding="utf-8") as f:
+            f.write(pause_ssml(record["spoken"].split(), record["pauses_ms"]))
+        cmd = voice.ssml_command(ssml, record["pitch_offset"], raw)
     else:
-        samples = speak(voice, record["spoken"], record["pitch_offset"], raw, record["utt"])
+        cmd = voice.command(record["spoken"], record["pitch_offset"], raw)
+    samples = speak(cmd, voice, raw, record["utt"])
     rate = voice.sample_rate
     aug = record["augment"]
     params = AugmentParams(**{**aug, "pad_ms": tuple(aug["pad_ms"])})

@@ -25,6 +25,7 @@ import logging
 import multiprocessing
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from typing import Dict, List, Optional, Tuple
@@ -33,7 +34,7 @@ import numpy as np
 import soundfile as sf
 from tqdm import tqdm
 
-from local.synth.generate import (_read_json, _read_text, _write_lists, config_hash, speak,
+from local.synth.generate import (_read_json, _read_text, _write_lists, config_hash,
                                   wav_is_complete, wav_path)
 from local.synth.voices import SETS, Voice
 from local.synth_broad import acoustics
@@ -62,12 +63,21 @@ def corpus_config(seed: int, hours: float, dev_utts: int, test_utts: int,
 
 def engine_audio(record: dict, tmp_dir: str) -> np.ndarray:
     """The record's sentence spoken by its voice: clean float samples at 16 kHz."""
-    voice = Voice(**record["voice"])
-    raw = os.path.join(tmp_dir, record["utt"] + ".raw.wav")
-    samples = speak(voice, record["spoken"], record["pitch_offset"], raw, record["utt"])
-    if not np.any(samples):
-        raise RuntimeError(f"utterance {record['utt']}: the engine produced silence")
-    return acoustics.resample_array(samples, voice.sample_rate, acoustics.RATE)
+    voice, utt = Voice(**record["voice"]), record["utt"]
+    raw = os.path.join(tmp_dir, utt + ".raw.wav")
+    cmd = voice.command(record["spoken"], record["pitch_offset"], raw)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if proc.returncode != 0 or not os.path.exists(raw):
+        raise RuntimeError(f"utterance {utt}: {' '.join(cmd)} failed ({proc.returncode}): "
+                           f"{proc.stderr.decode(errors='replace').strip()}")
+    try:
+        samples, rate = sf.read(raw, dtype="float32")
+    finally:
+        os.remove(raw)
+    if rate != voice.sample_rate or samples.ndim != 1 or not np.any(samples):
+        raise RuntimeError(f"utterance {utt}: the engine wrote {samples.shape} samples at "
+                           f"{rate} Hz, expected speech (mono, {voice.sample_rate} Hz)")
+    return acoustics.resample_array(samples, rate, acoustics.RATE)
 
 
 def bank_path(data_root: str, utt: str) -> str:

@@ -42,29 +42,17 @@ from local.synth.sentences import SentenceGenerator, vocabulary
 from local.synth.voices import SETS, Voice, split_voices
 from wenet.utils.file_utils import atomic_open, atomic_write_text
 
-VERSION = 4  # 2: 138 training voices (voices.py); 3: training utterances with pauses;
-#             4: the pauses as SSML breaks in fluent speech
+VERSION = 2  # 2: 138 training voices (voices.py)
 # Training audio is cheap to make (~100 utterances/s), and a model that sees
 # each of 1,700 utterances 32 times learns them by heart (12.7 % WER on its
 # training utterances, ~38 % on a training voice saying a new sentence or a new
 # voice saying a training sentence): the main job trains on 6,000 utterances
 # 9 times instead, the same compute (RESULTS.md).
-DEFAULT_SIZES = {"train": 6000, "dev": 230, "test": 230}  # ~4.9 h, ~10 min, ~10 min
+DEFAULT_SIZES = {"train": 6000, "dev": 230, "test": 230}  # ~4.2 h, ~10 min, ~10 min
 SPEED_RANGE = (0.92, 1.08)
 SNR_RANGE_DB = (15.0, 35.0)
 PAD_RANGE_MS = (50, 250)
 PEAK_RANGE = (0.3, 0.9)
-# A share of the training sentences is spoken with pauses between words (SSML breaks,
-# the words themselves fluent) and a longer lead-in. Without them every training
-# utterance is fluent speech 50-250 ms after the start, and the model learnt to emit its
-# first tokens before the speech (a CTC spike says little about time): word timestamps
-# and forced alignment were hundreds of ms off. (Words synthesised one at a time instead
-# were 1.5x longer than in a sentence, and the 20 % of sentences took 34 % of the audio:
-# the main job learnt its fluent dev set far more slowly.)
-PAUSE_SHARE = 0.25                # of the espeak-ng training sentences (~70 % of them)
-PAUSE_PROB = 0.7                  # each gap between two words of such an utterance
-PAUSE_RANGE_MS = (80, 500)
-PAUSE_LEAD_MS = (50, 800)
 
 logger = logging.getLogger(__name__)
 
@@ -73,9 +61,7 @@ def corpus_config(seed: int, sizes: Dict[str, int]) -> dict:
     """Everything that determines the corpus; its hash identifies a finished corpus."""
     return {"version": VERSION, "seed": seed, "sizes": {s: sizes[s] for s in SETS},
             "speed_range": SPEED_RANGE, "snr_range_db": SNR_RANGE_DB,
-            "pad_range_ms": PAD_RANGE_MS, "peak_range": PEAK_RANGE,
-            "pauses": {"share": PAUSE_SHARE, "prob": PAUSE_PROB, "range_ms": PAUSE_RANGE_MS,
-                       "lead_ms": PAUSE_LEAD_MS}}
+            "pad_range_ms": PAD_RANGE_MS, "peak_range": PEAK_RANGE}
 
 
 def config_hash(config: dict) -> str:
@@ -117,23 +103,7 @@ def plan_corpus(seed: int, sizes: Dict[str, int]) -> List[dict]:
                 "pitch_offset": aug_rng.randint(-jitter, jitter) if jitter else 0,
                 "augment": dataclasses.asdict(params)})
         records += sorted(set_records, key=lambda r: r["utt"])
-    _plan_pauses(records, random.Random(f"{seed}-pauses"))
     return records
-
-
-def _plan_pauses(records: List[dict], rng: random.Random) -> None:
-    """Mark ``PAUSE_SHARE`` of the espeak-ng training records (flite does not keep SSML
-    breaks) to be spoken with pauses: their ``pauses_ms`` (one silence per gap between
-    words, 0 for none) and a longer lead-in.
-    Drawn from their own generator, so dev, test and every other record stay as they were."""
-    for r in records:
-        words = r["spoken"].split()
-        if (r["set"] != "train" or len(words) < 2 or r["voice"]["engine"] != "espeak"
-                or rng.random() >= PAUSE_SHARE):
-            continue
-        r["pauses_ms"] = [rng.randint(*PAUSE_RANGE_MS) if rng.random() < PAUSE_PROB else 0
-                          for _ in words[1:]]
-        r["augment"]["pad_ms"] = (rng.randint(*PAUSE_LEAD_MS), r["augment"]["pad_ms"][1])
 
 
 def wav_path(data_root: str, record: dict) -> str:
@@ -171,46 +141,22 @@ def wav_is_complete(path: str, expected_samples: Optional[int] = None) -> bool:
     return expected_samples is None or data_bytes == 2 * expected_samples
 
 
-def speak(cmd: List[str], voice: Voice, raw: str, utt: str) -> np.ndarray:
-    """The engine's float samples (at ``voice.sample_rate``) from running ``cmd``, which
-    writes ``raw`` (a scratch path); ``utt`` names the utterance in errors."""
+def synthesize(record: dict, tmp_dir: str) -> np.ndarray:
+    """Run the record's engine and augmentation → int16 samples at 16 kHz."""
+    voice = Voice(**record["voice"])
+    raw = os.path.join(tmp_dir, record["utt"] + ".raw.wav")
+    cmd = voice.command(record["spoken"], record["pitch_offset"], raw)
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if proc.returncode != 0 or not os.path.exists(raw):
-        raise RuntimeError(f"utterance {utt}: {' '.join(cmd)} failed "
+        raise RuntimeError(f"utterance {record['utt']}: {' '.join(cmd)} failed "
                            f"({proc.returncode}): {proc.stderr.decode(errors='replace').strip()}")
     try:
         samples, rate = sf.read(raw, dtype="float32")
     finally:
         os.remove(raw)
     if rate != voice.sample_rate or samples.ndim != 1 or len(samples) == 0:
-        raise RuntimeError(f"utterance {utt}: engine wrote {samples.shape} samples "
+        raise RuntimeError(f"utterance {record['utt']}: engine wrote {samples.shape} samples "
                            f"at {rate} Hz, expected mono at {voice.sample_rate} Hz")
-    return samples
-
-
-def pause_ssml(words: List[str], pauses_ms: List[int]) -> str:
-    """An SSML document speaking ``words`` with a break of ``pauses_ms[i]`` after word ``i``
-    (0: none)."""
-    parts = [words[0]]
-    for word, gap in zip(words[1:], pauses_ms):
-        parts += [f'<break time="{gap}ms"/>'] if gap else []
-        parts.append(word)
-    return "<speak>" + " ".join(parts) + "</speak>"
-
-
-def synthesize(record: dict, tmp_dir: str) -> np.ndarray:
-    """Run the record's engine and augmentation → int16 samples at 16 kHz."""
-    voice = Voice(**record["voice"])
-    raw = os.path.join(tmp_dir, record["utt"] + ".raw.wav")
-    if record.get("pauses_ms"):
-        ssml = os.path.join(tmp_dir, record["utt"] + ".ssml")
-        with open(ssml, "w", encoding="utf-8") as f:
-            f.write(pause_ssml(record["spoken"].split(), record["pauses_ms"]))
-        cmd = voice.ssml_command(ssml, record["pitch_offset"], raw)
-    else:
-        cmd = voice.command(record["spoken"], record["pitch_offset"], raw)
-    samples = speak(cmd, voice, raw, record["utt"])
-    rate = voice.sample_rate
     aug = record["augment"]
     params = AugmentParams(**{**aug, "pad_ms": tuple(aug["pad_ms"])})
     try:

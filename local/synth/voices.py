@@ -96,14 +96,6 @@ class Voice:
             cmd += ["--setf", f"int_f0_target_mean={self.pitch + pitch_offset}"]
         return cmd + ["-t", text, "-o", out_path]
 
-    def ssml_command(self, ssml_path: str, pitch_offset: int, out_path: str) -> List[str]:
-        """The engine command line that speaks the SSML document in ``ssml_path`` (e.g.
-        ``<speak>a <break time="300ms"/> b</speak>``) into ``out_path``."""
-        cmd = self.command("", pitch_offset, out_path)
-        if self.engine == "espeak":
-            return cmd[:-1] + ["-m", "-f", ssml_path]
-        return cmd[:-4] + ["-ssml", ssml_path, "-o", out_path]
-
 
 def _espeak_split(rng: random.Random) -> Dict[str, List[Voice]]:
     variants = list(ESPEAK_VARIANTS)

@@ -12,8 +12,8 @@ import pytest
 import soundfile as sf
 
 from local.synth.augment import AugmentParams, augment, coloured_noise
-from local.synth.generate import (DEFAULT_SIZES, generate_corpus, pause_ssml, plan_corpus,
-                                  synthesize, wav_is_complete)
+from local.synth.generate import (DEFAULT_SIZES, generate_corpus, plan_corpus, synthesize,
+                                  wav_is_complete)
 from local.synth.sentences import SentenceGenerator, number_words, ordinal_words, vocabulary
 from local.synth.voices import split_voices
 from tests.common import REPO
@@ -251,48 +251,3 @@ def test_data_prep_script_makes_valid_data_dirs(corpus, tmp_path):
                 assert x.read() == y.read()
         utt2spk = _read_map(os.path.join(data, s, "utt2spk"))
         assert int(rows[s][1]) == SIZES[s] and int(rows[s][3]) == len(set(utt2spk.values()))
-
-
-def _silent_runs(wav: np.ndarray, rate: int, floor_db: float) -> list:
-    """(start s, length s) of each run of 10 ms windows at least ``floor_db`` below the
-    loudest window."""
-    win = rate // 100
-    n = len(wav) // win
-    energy = 10 * np.log10((wav[: n * win].astype(np.float64).reshape(n, win) ** 2).mean(1) + 1e-9)
-    quiet = energy < energy.max() - floor_db
-    runs, start = [], None
-    for i, q in enumerate(list(quiet) + [False]):
-        if q and start is None:
-            start = i
-        elif not q and start is not None:
-            runs.append((start / 100, (i - start) / 100))
-            start = None
-    return runs
-
-
-def test_pause_utterances_share_and_silences(tmp_path):
-    records = plan_corpus(SEED, DEFAULT_SIZES)
-    train = [r for r in records if r["set"] == "train"]
-    espeak = [r for r in train if r["voice"]["engine"] == "espeak"]
-    paused = [r for r in train if r.get("pauses_ms")]
-    assert all(r["voice"]["engine"] == "espeak" for r in paused)
-    assert 0.22 < len(paused) / len(espeak) < 0.28  # PAUSE_SHARE 0.25
-    assert not any("pauses_ms" in r for r in records if r["set"] != "train")
-    gaps = [g for r in paused for g in r["pauses_ms"]]
-    assert all(len(r["pauses_ms"]) == len(r["spoken"].split()) - 1 for r in paused)
-    assert all(g == 0 or 80 <= g <= 500 for g in gaps)
-    assert 0.65 < np.mean([g > 0 for g in gaps]) < 0.75
-    assert pause_ssml(["a", "b", "c"], [0, 250]) == '<speak>a b <break time="250ms"/> c</speak>'
-    # the audio holds each planned pause, in order, as silence (scaled by the speed)
-    for rec in paused[:3]:
-        rec = dict(rec, augment=dict(rec["augment"], snr_db=60.0))
-        wav = synthesize(rec, str(tmp_path))
-        runs = _silent_runs(wav, 16000, 45.0)
-        assert runs[0][0] == 0 and runs[0][1] >= rec["augment"]["pad_ms"][0] / 1000 - 0.01
-        inner = iter(length for start, length in runs[1:] if length >= 0.07)
-        for gap in rec["pauses_ms"]:
-            want = gap / 1000 / rec["augment"]["speed"]
-            if gap >= 100:
-                # the engine may lengthen a break that falls on a phrase boundary
-                assert any(want - 0.03 <= length <= want + 0.1 for length in inner), \
-                    (rec["utt"], want)

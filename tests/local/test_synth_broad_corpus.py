@@ -1,5 +1,5 @@
 """The broad corpus (local/synth_broad): voice and sentence hold-out, the size option,
-simulation shares, determinism from the seed, reruns, stage-0 script and run.sh wiring."""
+simulation shares, determinism from the seed, reruns and the stage-0 script."""
 from __future__ import annotations
 
 import json
@@ -20,7 +20,6 @@ from local.synth_broad.generate import DEFAULT_HOURS, generate_corpus, synthesiz
 from local.synth_broad.plan import plan_corpus
 from local.synth_broad.simulate import SIM_KINDS, parse_simulation, share_counts
 from tests.common import REPO
-from tests.tools.test_run_options import STUBS, calls, run_sh
 
 INSTALLED = all(os.path.exists(marker) for _, marker in T.PACKAGE_MARKERS)
 pytestmark = pytest.mark.skipif(
@@ -196,29 +195,3 @@ def test_stage0_script_makes_data_dirs(corpus, tmp_path):
     for s in SETS:
         for f in ("text", "utt2spk", "spk2utt", "wav.scp"):
             assert Path(data, s, f).read_text() == Path(corpus, "lists", s, f).read_text()
-
-
-@pytest.fixture()
-def recipe(tmp_path: Path) -> Path:
-    """run.sh and its option parser beside stub stage scripts (tests/tools/test_run_options.py)."""
-    d = tmp_path / "recipe"
-    (d / "tools").mkdir(parents=True)
-    (d / "local").mkdir()
-    shutil.copy(Path(REPO, "run.sh"), d / "run.sh")
-    shutil.copy(Path(REPO, "tools", "parse_options.sh"), d / "tools" / "parse_options.sh")
-    (d / "conf").symlink_to(Path(REPO, "conf"))
-    stubs = {**STUBS, "local/synth_broad_data_prep.sh": STUBS["local/synth_data_prep.sh"]}
-    for name, text in stubs.items():
-        (d / name).write_text(text)
-        (d / name).chmod(0o755)
-    return d
-
-
-def test_run_sh_passes_the_corpus_options_to_stage_0(recipe: Path):
-    proc = run_sh(recipe, ["--corpus", "synth_broad", "--stage", "0", "--stop_stage", "0",
-                           "--hours", "2.5", "--simulation", "default,babble=0"])
-    assert proc.returncode == 0, proc.stderr
-    assert calls(recipe)[-1] == ("synth_broad_data_prep.sh [--nj] [2] [--seed] [777] [--hours] [2.5] "
-                                 "[--simulation] [default,babble=0] [corpus/synth_broad] [data]")
-    bad = run_sh(recipe, ["--corpus", "synth_broad", "--hours", "many"])
-    assert bad.returncode != 0 and "--hours" in bad.stderr

@@ -71,7 +71,7 @@ BAD = [
     (["--ddp_timeout", "1.5"], "--ddp_timeout takes a positive integer (1, 2, ...), not '1.5'"),
     (["--num_nodes", "2", "--node_rank", "2"], "--node_rank takes 0..1 with --num_nodes 2, not '2'"),
     (["--num_nodes", "0"], "--num_nodes takes a positive integer (1, 2, ...), not '0'"),
-    (["--corpus", "timit"], "--corpus takes one of synth|speechocean762|swbd, not 'timit'"),
+    (["--corpus", "timit"], "--corpus takes one of synth|synth_broad|speechocean762|swbd, not 'timit'"),
     (["--data_type", "foo"], "--data_type takes one of shard|raw, not 'foo'"),
     (["--use_amp", "maybe"], "--use_amp takes one of none|bf16|fp16|auto, not 'maybe'"),
     (["--bpemode", "wordpiece"], "--bpemode takes one of unigram|bpe|char|word, not 'wordpiece'"),

@@ -179,11 +179,13 @@ def _cpu_seconds() -> float:
 
 def _synthesise_missing(data_root: str, records: List[dict], known: Dict[str, int],
                         nj: int) -> Dict[str, int]:
-    """Make the bank, then every missing or broken WAV; -> {utt: samples} written."""
+    """Make the babble bank (the utterances babble uses), then every missing or broken
+    WAV; -> {utt: samples} written."""
     for sub in ["babble"] + [os.path.join("wav", s) for s in SETS]:
         os.makedirs(os.path.join(data_root, sub), exist_ok=True)
+    talkers = {u for r in records if r["sim"]["noise"] for u in r["sim"]["noise"]["talkers"]}
     bank = [("bank", r, data_root) for r in records
-            if r["babble_bank"] and not wav_is_complete(bank_path(data_root, r["utt"]))]
+            if r["utt"] in talkers and not wav_is_complete(bank_path(data_root, r["utt"]))]
     todo = [("utt", r, data_root) for r in records
             if not wav_is_complete(wav_path(data_root, r), known.get(r["utt"]))]
     logger.info("synthesising %d of %d utterances (+%d babble-bank ones) with %d jobs",

@@ -141,8 +141,10 @@ def wav_is_complete(path: str, expected_samples: Optional[int] = None) -> bool:
     return expected_samples is None or data_bytes == 2 * expected_samples
 
 
-def synthesize(record: dict, tmp_dir: str) -> np.ndarray:
-    """Run the record's engine and augmentation → int16 samples at 16 kHz."""
+def engine_samples(record: dict, tmp_dir: str) -> tuple:
+    """Run the record's engine (its ``voice`` speaking ``spoken``) → (float32 samples, rate);
+    a failed engine or output that is not mono speech at the voice's rate is an error
+    naming the utterance."""
     voice = Voice(**record["voice"])
     raw = os.path.join(tmp_dir, record["utt"] + ".raw.wav")
     cmd = voice.command(record["spoken"], record["pitch_offset"], raw)
@@ -154,9 +156,15 @@ def synthesize(record: dict, tmp_dir: str) -> np.ndarray:
         samples, rate = sf.read(raw, dtype="float32")
     finally:
         os.remove(raw)
-    if rate != voice.sample_rate or samples.ndim != 1 or len(samples) == 0:
+    if rate != voice.sample_rate or samples.ndim != 1 or not np.any(samples):
         raise RuntimeError(f"utterance {record['utt']}: engine wrote {samples.shape} samples "
-                           f"at {rate} Hz, expected mono at {voice.sample_rate} Hz")
+                           f"at {rate} Hz, expected speech (mono, {voice.sample_rate} Hz)")
+    return samples, rate
+
+
+def synthesize(record: dict, tmp_dir: str) -> np.ndarray:
+    """Run the record's engine and augmentation → int16 samples at 16 kHz."""
+    samples, rate = engine_samples(record, tmp_dir)
     aug = record["augment"]
     params = AugmentParams(**{**aug, "pad_ms": tuple(aug["pad_ms"])})
     try:

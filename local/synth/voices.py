@@ -118,10 +118,13 @@ def _espeak_split(rng: random.Random) -> Dict[str, List[Voice]]:
     return out
 
 
-def _flite_split(rng: random.Random) -> Dict[str, List[Voice]]:
+def flite_split(rng: random.Random, f0_choices: Dict[str, Tuple[int, ...]],
+                stretches: Tuple[float, ...]) -> Dict[str, List[Voice]]:
+    """Per flite voice (name -> its mean-F0 choices; empty: the voice ignores F0), its
+    (duration stretch, F0) grid shuffled: one setting to dev, one to test, the rest to train."""
     out: Dict[str, List[Voice]] = {s: [] for s in SETS}
-    for name, (_, pitches) in FLITE_VOICES.items():
-        grid = [(st, p) for st in FLITE_STRETCHES for p in (pitches or (0,))]
+    for name, pitches in f0_choices.items():
+        grid = [(st, p) for st in stretches for p in (pitches or (0,))]
         rng.shuffle(grid)
         chosen = {"dev": grid[:1], "test": grid[1:2], "train": grid[2:]}
         for subset, settings in chosen.items():
@@ -132,7 +135,9 @@ def _flite_split(rng: random.Random) -> Dict[str, List[Voice]]:
 def split_voices(seed: int) -> Dict[str, List[Voice]]:
     """Train/dev/test voice lists for ``seed``; the three sets share no voice."""
     rng = random.Random(f"{seed}-voices")
-    espeak, flite = _espeak_split(rng), _flite_split(rng)
+    espeak = _espeak_split(rng)
+    flite = flite_split(rng, {name: f0 for name, (_, f0) in FLITE_VOICES.items()},
+                        FLITE_STRETCHES)
     voices = {s: espeak[s] + flite[s] for s in SETS}
     ids = [v.voice_id for s in SETS for v in voices[s]]
     if len(ids) != len(set(ids)):  # an internal invariant, cheap to keep honest

@@ -35,7 +35,7 @@ import soundfile as sf
 from tqdm import tqdm
 
 from local.synth.generate import (_read_json, _read_text, _write_lists, config_hash,
-                                  wav_is_complete, wav_path)
+                                  engine_samples, wav_is_complete, wav_path)
 from local.synth.voices import SETS, Voice
 from local.synth_broad import acoustics
 from local.synth_broad.plan import plan_corpus
@@ -64,20 +64,7 @@ def corpus_config(seed: int, hours: float, dev_utts: int, test_utts: int,
 
 def engine_audio(record: dict, tmp_dir: str) -> np.ndarray:
     """The record's sentence spoken by its voice: clean float samples at 16 kHz."""
-    voice, utt = Voice(**record["voice"]), record["utt"]
-    raw = os.path.join(tmp_dir, utt + ".raw.wav")
-    cmd = voice.command(record["spoken"], record["pitch_offset"], raw)
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    if proc.returncode != 0 or not os.path.exists(raw):
-        raise RuntimeError(f"utterance {utt}: {' '.join(cmd)} failed ({proc.returncode}): "
-                           f"{proc.stderr.decode(errors='replace').strip()}")
-    try:
-        samples, rate = sf.read(raw, dtype="float32")
-    finally:
-        os.remove(raw)
-    if rate != voice.sample_rate or samples.ndim != 1 or not np.any(samples):
-        raise RuntimeError(f"utterance {utt}: the engine wrote {samples.shape} samples at "
-                           f"{rate} Hz, expected speech (mono, {voice.sample_rate} Hz)")
+    samples, rate = engine_samples(record, tmp_dir)
     return acoustics.resample_array(samples, rate, acoustics.RATE)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from typing import Dict, List, Tuple
 
-from local.synth.voices import ESPEAK_ACCENTS, SETS, Voice
+from local.synth.voices import ESPEAK_ACCENTS, SETS, Voice, flite_split
 
 ESPEAK_VARIANTS = (
     "adam", "Alex", "Alicia", "Andrea", "Andy", "Annie", "antonio", "aunty", "belinda",
@@ -77,21 +77,10 @@ def _espeak_split(rng: random.Random) -> Dict[str, List[Voice]]:
     return out
 
 
-def _flite_split(rng: random.Random) -> Dict[str, List[Voice]]:
-    out: Dict[str, List[Voice]] = {s: [] for s in SETS}
-    for name, pitches in FLITE_F0.items():
-        grid = [(st, p) for st in FLITE_STRETCHES for p in (pitches or (0,))]
-        rng.shuffle(grid)
-        chosen = {"dev": grid[:1], "test": grid[1:2], "train": grid[2:]}
-        for subset, settings in chosen.items():
-            out[subset] += [Voice("flite", name, "", st, p) for st, p in settings]
-    return out
-
-
 def split_voices(seed: int) -> Dict[str, Dict[str, List[Voice]]]:
     """{set: {engine: voices}} for ``seed``; the sets share no voice."""
     rng = random.Random(f"{seed}-broad-voices")
-    espeak, flite = _espeak_split(rng), _flite_split(rng)
+    espeak, flite = _espeak_split(rng), flite_split(rng, FLITE_F0, FLITE_STRETCHES)
     voices = {s: {"espeak": espeak[s], "flite": flite[s]} for s in SETS}
     ids = [v.voice_id for s in SETS for e in voices[s].values() for v in e]
     if len(ids) != len(set(ids)):  # an internal invariant, cheap to keep honest

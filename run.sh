@@ -26,6 +26,9 @@ num_utts_per_shard=200
 prefetch=100
 nbpe=0                  # 0: the corpus default (synth 128, synth_broad 500, speechocean762 256, swbd 2000)
 bpemode=unigram
+units_from=             # a model dir with bpe.model + units.txt (run.sh stage 6 writes one): stage 2
+                        # takes its units instead of training new ones, so a fine-tuned model keeps the
+                        # pretrained output layers and decoder (with --init_checkpoint of that model)
 train_set=train
 dev_set=dev
 test_sets=              # empty: the corpus default
@@ -35,8 +38,8 @@ cmvn=true
 dir=                    # empty: exp/<corpus>_<config name>
 checkpoint=             # resume training from this checkpoint
 init_checkpoint=        # start training from another experiment's weights (transfer)
-# tensors of init_checkpoint not copied: the unit-dependent layers and the CMVN
-init_exclude='^(encoder\.global_cmvn\.|ctc\.ctc_lo\.|decoder\.(.*\.)?(embed|output_layer)\.)'
+init_exclude=           # regex of init_checkpoint tensors not copied; empty: the CMVN and the
+                        # unit-dependent layers, or only the CMVN with --units_from (same units)
 init_method=            # DDP init file (file://...); empty: $dir/ddp_init
 average_checkpoint=true
 use_model_avg=false     # true: decode the training's running weight average, not an epoch average
@@ -81,6 +84,9 @@ Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in co
   --init_checkpoint FILE       start training from another experiment's weights, e.g.
                                exp/synth_train_conformer/avg_2.pt (output layers and
                                CMVN excepted: --init_exclude REGEX)
+  --units_from DIR             stage 2 takes DIR/bpe.model and DIR/units.txt (the pretrained
+                               model's, as stage 6 leaves them) instead of training new units;
+                               with --init_checkpoint every layer but the CMVN is then copied
   --decode_modes \"...\"         recognition modes for stage 5
   --beam_size N --ctc_weight W --reverse_weight W --decoding_chunk_size N
   --num_decoding_left_chunks N --simulate_streaming true --gpu ID
@@ -139,11 +145,23 @@ case "${corpus}" in
 esac
 [ "${average_num}" -gt 0 ] || average_num=5
 : "${dir:=exp/${corpus}_$(basename "${train_config}" .yaml)}"
-dict=data/lang_char/${train_set}_${bpemode}${nbpe}_units.txt
-bpemodel=data/lang_char/${train_set}_${bpemode}${nbpe}
+if [ -n "${units_from}" ]; then
+  dict=data/lang_char/${train_set}_inherited_units.txt
+  bpemodel=data/lang_char/${train_set}_inherited
+  : "${init_exclude:=^encoder\.global_cmvn\.}"
+else
+  dict=data/lang_char/${train_set}_${bpemode}${nbpe}_units.txt
+  bpemodel=data/lang_char/${train_set}_${bpemode}${nbpe}
+  : "${init_exclude:=^(encoder\.global_cmvn\.|ctc\.ctc_lo\.|decoder\.(.*\.)?(embed|output_layer)\.)}"
+fi
 # Inputs no stage writes (paths relative to the repository root, like every path here).
 if run_stage 1 || run_stage 4; then
   [ -f "${train_config}" ] || die "--train_config takes a yaml file; no such file '${train_config}'"
+fi
+if run_stage 2 && [ -n "${units_from}" ]; then
+  for f in bpe.model units.txt; do
+    [ -f "${units_from}/${f}" ] || die "--units_from takes a model dir holding bpe.model and units.txt; no such file '${units_from}/${f}'"
+  done
 fi
 if run_stage 5 && [ -n "${context_list_path}" ]; then
   [ -f "${context_list_path}" ] || die "--context_list_path takes a phrase file; no such file '${context_list_path}'"
@@ -196,7 +214,22 @@ if run_stage 1; then
   stage_done 1
 fi
 
-if run_stage 2; then
+if run_stage 2 && [ -n "${units_from}" ]; then
+  banner 2 "BPE model and units (from ${units_from})"
+  mkdir -p data/lang_char
+  cut -f 2- -d" " "data/${train_set}/text" > "data/lang_char/input_${train_set}.txt"
+  cp "${units_from}/bpe.model" "${bpemodel}.model"
+  cp "${units_from}/units.txt" "${dict}"
+  # pieces of this corpus's text the inherited units lack become <unk>: say how many
+  tools/spm_encode --model="${bpemodel}.model" --output_format=piece \
+      < "data/lang_char/input_${train_set}.txt" | tr ' ' '\n' | sed '/^$/d' \
+    | awk -v dict="${dict}" 'BEGIN { while ((getline l < dict) > 0) { split(l, f, " "); u[f[1]] = 1 } }
+        { n++; if (!($0 in u)) { m++; miss[$0]++ } }
+        END { printf "units: %d of %d training-text pieces are not in %s (read as <unk>)", m, n, dict
+              k = 0; for (p in miss) if (k++ < 10) printf "%s %s", (k == 1 ? ":" : ","), p; print "" }'
+  echo "units: $(wc -l < "${dict}") entries in ${dict}"
+  stage_done 2
+elif run_stage 2; then
   banner 2 "BPE model and units (${bpemode}, ${nbpe})"
   mkdir -p data/lang_char
   cut -f 2- -d" " "data/${train_set}/text" > "data/lang_char/input_${train_set}.txt"

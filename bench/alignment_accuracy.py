@@ -51,7 +51,7 @@ from wenet.dataset.tokenizer import Tokenizer  # noqa: E402
 from wenet.decode.align import (WordSpan, ctc_forced_align, frames_needed,  # noqa: E402
                                 token_spans, word_spans)
 from wenet.decode.pauses import RefineConf, refine_word_spans  # noqa: E402
-from wenet.decode.align_batch import Aligner, Utterance  # noqa: E402
+from wenet.decode.align_batch import Aligner, Failure, Utterance  # noqa: E402
 from wenet.models import load_model  # noqa: E402
 from wenet.utils.file_utils import load_yaml, read_symbol_table  # noqa: E402
 
@@ -80,7 +80,10 @@ def get_parser() -> argparse.ArgumentParser:
                    help="random corpus words, or the words of a corpus-style sentence in order")
     p.add_argument("--refine_slack", type=float, default=RefineConf.slack_s)
     p.add_argument("--refine_margin_db", type=float, default=RefineConf.margin_db)
+    p.add_argument("--refine_edge_margin_db", type=float, default=RefineConf.edge_margin_db)
     p.add_argument("--refine_min_pause", type=float, default=RefineConf.min_pause_s)
+    p.add_argument("--pause_penalty", type=float, default=RefineConf.pause_penalty,
+                   help="the search's cost per frame of pause inside a word (0: plain Viterbi)")
     p.add_argument("--decoding_chunk_size", type=int, default=-1)
     p.add_argument("--num_decoding_left_chunks", type=int, default=-1)
     p.add_argument("--sweep", action="store_true",
@@ -215,20 +218,33 @@ def load_aligner(args) -> Aligner:
                    args.num_decoding_left_chunks)
 
 
-SWEEP = [(slack, margin, pause) for slack in (0.04, 0.08, 0.16) for margin in (6.0, 10.0, 15.0)
-         for pause in (0.03, 0.05, 0.08)]
+SWEEP = [(slack, margin, edge, pause, penalty) for slack in (0.08, 0.16) for margin in (6.0, 10.0)
+         for edge in (2.0, 3.0, 4.0, 6.0, 10.0) for pause in (0.03, 0.05)
+         for penalty in (0.0, 5.0, 10.0) if edge <= margin]
 
 
-def refine_conf(args, setting: Tuple[float, float, float] = None) -> RefineConf:
-    slack, margin, pause = setting or (args.refine_slack, args.refine_margin_db,
-                                       args.refine_min_pause)
-    return RefineConf(slack_s=slack, margin_db=margin, min_pause_s=pause)
+def refine_conf(args, setting: Tuple[float, ...] = None) -> RefineConf:
+    slack, margin, edge, pause, penalty = setting or (
+        args.refine_slack, args.refine_margin_db, args.refine_edge_margin_db,
+        args.refine_min_pause, args.pause_penalty)
+    return RefineConf(slack_s=slack, margin_db=margin, edge_margin_db=edge, min_pause_s=pause,
+                      pause_penalty=penalty)
+
+
+def refined_words(aligner: Aligner, prepared: Utterance, logp: torch.Tensor,
+                  conf: RefineConf) -> List[WordSpan]:
+    """What ``alignment.py --refine_boundaries`` gives with ``conf``."""
+    aligner.refine = conf
+    ali = aligner.align_log_probs(prepared, logp)
+    if isinstance(ali, Failure):
+        raise RuntimeError(f"{prepared.key}: {ali}")
+    return ali.words
 
 
 def align_all(args, aligner: Aligner, utts: List[dict]) -> Dict[str, list]:
     """Boundary rows per variant; prints agreement, Viterbi time and greedy TER."""
     rows = {"ctc ours": [], "ctc torchaudio": [], "ctc ours, end at next word": [],
-            "refined": []}
+            "refined, plain Viterbi": [], "refined": []}
     sweep = {setting: [] for setting in SWEEP}
     same, secs, ters, density = 0, {"ours": 0.0, "torchaudio": 0.0}, [], []
     for u in utts:
@@ -255,11 +271,14 @@ def align_all(args, aligner: Aligner, utts: List[dict]) -> Dict[str, list]:
                             aligner.frame_shift_s, w.confidence)
                    for w, nxt in zip(ours, ours[1:] + [None])]
         rows["ctc ours, end at next word"] += boundaries(to_next, u["truth"], ters[-1], args.pad)
-        rows["refined"] += boundaries(refine_word_spans(ours, u["wav"], TARGET_RATE,
-                                                        refine_conf(args)),
+        rows["refined, plain Viterbi"] += boundaries(
+            refine_word_spans(ours, u["wav"], TARGET_RATE, refine_conf(args)),
+            u["truth"], ters[-1], args.pad)
+        prepared.wav, prepared.sample_rate = torch.from_numpy(u["wav"]), TARGET_RATE
+        rows["refined"] += boundaries(refined_words(aligner, prepared, logp, refine_conf(args)),
                                       u["truth"], ters[-1], args.pad)
         for setting, r in (sweep.items() if args.sweep else ()):
-            r += boundaries(refine_word_spans(ours, u["wav"], TARGET_RATE, refine_conf(args, setting)),
+            r += boundaries(refined_words(aligner, prepared, logp, refine_conf(args, setting)),
                             u["truth"], ters[-1], args.pad)
     print(f"{len(utts)} utterances, {sum(len(u['truth']) for u in utts)} words, "
           f"{1000 * aligner.frame_shift_s:.0f} ms per encoder frame; CTC greedy token error "
@@ -269,11 +288,12 @@ def align_all(args, aligner: Aligner, utts: List[dict]) -> Dict[str, list]:
           f"{np.max(density):.2f} (near 1, CTC has no room for blanks between tokens)")
     print(f"agreement: identical frame paths in {same} of {len(utts)} utterances; Viterbi time "
           f"ours {secs['ours']:.3f} s, torchaudio {secs['torchaudio']:.3f} s")
-    for (slack, margin, pause), r in sweep.items():
+    for (slack, margin, edge, pause, penalty), r in sweep.items():
         if r:
             e = np.abs([x[1] for x in r])
-            print(f"sweep refine slack {1000 * slack:.0f} ms margin {margin:.0f} dB min pause "
-                  f"{1000 * pause:.0f} ms: "
+            print(f"sweep refine slack {1000 * slack:.0f} ms margin {margin:.0f} dB edge margin "
+                  f"{edge:.0f} dB min pause "
+                  f"{1000 * pause:.0f} ms pause penalty {penalty:g}: "
                   f"{100 * (e <= args.tolerance).mean():.1f} % within {1000 * args.tolerance:.0f} ms")
     return rows
 
@@ -281,7 +301,9 @@ def align_all(args, aligner: Aligner, utts: List[dict]) -> Dict[str, list]:
 def evaluate(args, utts: List[dict]) -> None:
     rows = align_all(args, load_aligner(args), utts)
     print(f"voices: {args.voices}; refinement: slack {1000 * args.refine_slack:.0f} ms, "
-          f"margin {args.refine_margin_db:.0f} dB, min pause {1000 * args.refine_min_pause:.0f} ms")
+          f"margin {args.refine_margin_db:.0f} dB, edge margin {args.refine_edge_margin_db:.0f} dB, "
+          f"min pause {1000 * args.refine_min_pause:.0f} ms, "
+          f"pause penalty {args.pause_penalty:g}")
     for name, r in rows.items():
         report(name, r, args.tolerance)
 

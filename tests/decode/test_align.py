@@ -165,3 +165,42 @@ def test_times_from_frames():
     spans = _spans([(2, 4, 1.0)])
     ((start, end, unit),) = token_intervals(spans, ["\u2581a"], 0.08)
     assert (start, end, unit) == (pytest.approx(0.16), pytest.approx(0.32), "\u2581a")
+
+
+def _states(path, blank=0):
+    """The extended-sequence state of each frame of a CTC path: 2j + 1 on token j's frames,
+    2j on the blanks after j tokens (a label run after a blank or a new label is a new token)."""
+    states, emitted, prev = [], 0, blank
+    for label in path:
+        if label == blank:
+            states.append(2 * emitted)
+        else:
+            if label != prev:
+                emitted += 1
+            states.append(2 * emitted - 1)
+        prev = label
+    return states
+
+
+def test_state_bias_equals_brute_force_over_all_ctc_paths():
+    gen = torch.Generator().manual_seed(2)
+    rng = np.random.default_rng(2)
+    vocab = 3
+    for tokens in ([1], [2, 1], [1, 1], [1, 2, 1], [2, 2, 1]):
+        for num_frames in range(frames_needed(tokens), 8):
+            log_probs, _ = _random_case(gen, num_frames, vocab, tokens)
+            bias = rng.normal(scale=3.0, size=(num_frames, 2 * len(tokens) + 1))
+            best, best_path = -math.inf, None
+            for path in itertools.product(range(vocab), repeat=num_frames):
+                if _collapse(list(path)) == tokens:
+                    score = path_score(path, log_probs) + sum(
+                        bias[t, s] for t, s in enumerate(_states(path)))
+                    if score > best + 1e-9:
+                        best, best_path = score, list(path)
+            assert ctc_forced_align(log_probs, tokens, state_bias=bias) == best_path, \
+                (tokens, num_frames)
+
+
+def test_state_bias_shape_is_checked():
+    with pytest.raises(ValueError, match="state_bias"):
+        ctc_forced_align(torch.zeros(4, 3).log_softmax(-1), [1, 2], state_bias=np.zeros((4, 4)))

@@ -5,8 +5,11 @@ import math
 import numpy as np
 import pytest
 
-from wenet.decode.align import WordSpan
-from wenet.decode.pauses import RefineConf, energy_db, pause_runs, refine_word_spans
+import torch
+
+from wenet.decode.align import WordSpan, ctc_forced_align, token_spans, word_spans
+from wenet.decode.pauses import (RefineConf, energy_db, pause_bias, pause_fraction, pause_runs,
+                                 refine_word_spans)
 
 RATE = 16000
 
@@ -96,3 +99,56 @@ def test_each_pause_is_used_once_and_words_stay_in_order():
         assert w.start_s + 0.01 - 1e-9 <= w.end_s <= nxt.start_s + 1e-9
     assert got[2].end_s == pytest.approx(1.6)
     assert refine_word_spans([], wav, RATE) == []
+
+
+def test_pause_edges_yield_to_quiet_speech_above_the_edge_margin():
+    # a word 0.3-0.8 s whose last 60 ms (0.74-0.80) sit only 6 dB above the floor
+    wav = _bursts([(0.3, 0.8)], 1.2)
+    tail = (np.arange(len(wav)) >= int(0.74 * RATE)) & (np.arange(len(wav)) < int(0.8 * RATE))
+    wav[tail] = 1e-3 * 10 ** (6 / 20) * np.sign(wav[tail])
+    one = RefineConf(margin_db=10.0, edge_margin_db=10.0)  # a single threshold: tail is pause
+    two = RefineConf(margin_db=10.0, edge_margin_db=3.0)   # the tail is speech
+    assert _flat(pause_runs(wav, RATE, one)) == pytest.approx(_flat([(0.0, 0.3), (0.74, 1.2)]))
+    assert _flat(pause_runs(wav, RATE, two)) == pytest.approx(_flat([(0.0, 0.3), (0.8, 1.2)]))
+
+
+def test_pause_fraction_by_hand():
+    # pauses 0-0.3 s and 1.2-1.5 s (and the last 0.3 s); 80 ms frames
+    wav = _bursts([(0.3, 1.2), (1.5, 1.7)], 1.7)
+    frac = pause_fraction(wav, RATE, 23, 0.08)  # 23 frames reach 1.84 s, past the audio
+    expected = np.zeros(23)
+    expected[:3] = 1.0                 # 0.00-0.24 s
+    expected[3] = 0.75                 # 0.24-0.32: 60 ms of pause
+    expected[15:18] = 1.0              # 1.20-1.44 s
+    expected[18] = 0.75                # 1.44-1.52: 60 ms of pause
+    expected[21] = 0.75                # 1.68-1.76: 1.70-1.76 is past the end of the audio
+    expected[22] = 1.0
+    assert frac == pytest.approx(expected)
+
+
+def test_pause_bias_layout_by_hand():
+    # tokens: "▁a" "b" | "▁c": states blank a blank b blank c blank
+    bias = pause_bias(np.array([1.0, 0.5, 0.0]), [True, False, True], 4.0)
+    per_state = np.array([0, 1, 1, 1, 0, 1, 0], dtype=float)  # word-internal blank = state 2
+    assert bias == pytest.approx(-4.0 * np.outer([1.0, 0.5, 0.0], per_state))
+
+
+def test_pause_penalty_moves_an_early_word_into_its_speech():
+    # 80 ms frames over 1.6 s; speech 0.48-0.80 ("a") and 1.12-1.44 ("b"); the model spikes
+    # "a" at frame 1, in the lead-in, and "b" inside its speech (frame 16)
+    wav = _bursts([(0.48, 0.80), (1.12, 1.44)], 1.6)
+    frames, shift = 20, 0.08
+    logp = torch.full((frames, 3), -6.0)
+    logp[:, 0] = -0.01
+    logp[1, 1], logp[1, 0] = -0.01, -6.0
+    logp[7, 1] = -3.0                   # a weaker peak for "a" where it is spoken
+    logp[16, 2], logp[16, 0] = -0.01, -6.0
+    conf = RefineConf(pause_penalty=10.0)
+    plain = ctc_forced_align(logp, [1, 2])
+    assert plain.index(1) == 1         # CTC alone puts "a" in the silence
+    bias = pause_bias(pause_fraction(wav, RATE, frames, shift, conf), [True, True], 10.0)
+    steered = ctc_forced_align(logp, [1, 2], state_bias=bias)
+    assert steered.index(1) in range(6, 10) and steered.index(2) == 16
+    words = word_spans(token_spans(steered, logp), ["\u2581a", "\u2581b"], shift)
+    got = refine_word_spans(words, wav, RATE, conf)
+    assert _times(got) == pytest.approx(_flat([(0.48, 0.80), (1.12, 1.44)]))

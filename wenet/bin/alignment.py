@@ -16,9 +16,11 @@ when some fail (it is 1 when none aligns).
 
 Word times are CTC's (a word starts at the first frame of its first token and ends
 after the last frame of its last token; frame ``f`` is at ``f`` x subsampling x frame
-shift seconds). ``--refine_boundaries`` moves word boundaries to the pauses of the audio
-found between the words' CTC spikes (``wenet/decode/pauses.py``; where words are spoken
-without a pause the boundary stays where CTC put it).
+shift seconds). ``--refine_boundaries`` lets the audio's pauses steer the search (a token,
+or the stretch between two tokens of one word, costs ``--pause_penalty`` per frame of
+pause) and then moves word boundaries to the pauses found between the words' spikes
+(``wenet/decode/pauses.py``; where words are spoken without a pause the boundary stays
+where CTC put it).
 """
 from __future__ import annotations
 
@@ -67,6 +69,11 @@ def get_parser() -> argparse.ArgumentParser:
                    help="seconds beyond the spikes a pause may lie")
     p.add_argument("--refine_margin_db", type=float, default=RefineConf.margin_db,
                    help="speech threshold above the utterance's noise floor, dB")
+    p.add_argument("--refine_edge_margin_db", type=float, default=RefineConf.edge_margin_db,
+                   help="a pause's edges give way to windows this far above the floor, dB")
+    p.add_argument("--pause_penalty", type=float, default=RefineConf.pause_penalty,
+                   help="with --refine_boundaries: the search's cost per encoder frame of "
+                        "pause spent inside a word (0: plain CTC Viterbi)")
     p.add_argument("--refine_min_pause", type=float, default=RefineConf.min_pause_s,
                    help="seconds of non-speech that count as a pause")
     p.add_argument("--decoding_chunk_size", type=int, default=-1,
@@ -108,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
     model = load_model(configs, args.checkpoint, device)
     tokenizer = Tokenizer(read_symbol_table(args.dict), args.bpe_model)
     refine = (RefineConf(slack_s=args.refine_slack, margin_db=args.refine_margin_db,
-                         min_pause_s=args.refine_min_pause)
+                         edge_margin_db=args.refine_edge_margin_db,
+                         min_pause_s=args.refine_min_pause, pause_penalty=args.pause_penalty)
               if args.refine_boundaries else None)
     aligner = Aligner(model, tokenizer, FeatureConf.from_config(configs, args.config), device,
                       refine, args.decoding_chunk_size, args.num_decoding_left_chunks)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -84,11 +84,16 @@ def _viterbi(emit: np.ndarray, skip: np.ndarray) -> Tuple[np.ndarray, np.ndarray
 
 
 def ctc_forced_align(log_probs: torch.Tensor, tokens: Sequence[int],
-                     blank_id: int = 0) -> List[int]:
+                     blank_id: int = 0, state_bias: Optional[np.ndarray] = None) -> List[int]:
     """The best CTC path of ``tokens`` through ``log_probs`` (T, V): one label per frame
     (``blank_id`` or a token), length T. Raises AlignmentError when T is shorter than
     ``frames_needed(tokens)``, for token ids outside ``[0, V)`` or equal to the blank, and
     when every path has probability zero. No tokens: all blanks.
+
+    ``state_bias`` (T, 2L + 1), when given, is added to the log-prob of each state of the
+    extended sequence ``blank y_1 blank .. y_L blank`` at each frame before the search (a
+    prior over where the path may be: ``pauses.pause_bias``); the returned path is the
+    best one under the biased scores.
     """
     tokens = [int(t) for t in tokens]
     _check(log_probs, tokens, blank_id)
@@ -101,6 +106,10 @@ def ctc_forced_align(log_probs: torch.Tensor, tokens: Sequence[int],
     skip[2:] = (ext[2:] != blank_id) & (ext[2:] != ext[:-2])
     dtype = np.float64 if log_probs.dtype == torch.float64 else np.float32
     emit = log_probs.detach().cpu().numpy().astype(dtype, copy=False)[:, ext]
+    if state_bias is not None:
+        if state_bias.shape != emit.shape:
+            raise ValueError(f"state_bias must be (T, 2L+1) = {emit.shape}, got {state_bias.shape}")
+        emit = emit + state_bias.astype(dtype, copy=False)
     alpha, back = _viterbi(emit, skip)
     last = len(ext) - 1
     state = last if alpha[last] >= alpha[last - 1] else last - 1
@@ -160,7 +169,8 @@ class WordSpan:
     confidence: float
 
 
-def _starts_word(piece: str) -> bool:
+def starts_word(piece: str) -> bool:
+    """Whether a unit begins a new word (``▁``-prefixed piece or a CJK character)."""
     return piece.startswith(WORD_START) or bool(_CJK.match(piece))
 
 
@@ -178,7 +188,7 @@ def word_spans(spans: Sequence[TokenSpan], token_strings: Sequence[str],
     open_word = False
     for i, piece in enumerate(token_strings):
         text = piece.replace(WORD_START, "")
-        if _starts_word(piece) or not open_word:
+        if starts_word(piece) or not open_word:
             groups.append([])
         if text:
             groups[-1].append(i)

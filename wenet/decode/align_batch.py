@@ -23,8 +23,8 @@ from wenet.dataset.sources import raw_samples, shard_samples
 from wenet.dataset.stats import PipelineStats
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.decode.align import (AlignmentError, TokenSpan, WordSpan, ctc_forced_align,
-                                frame_shift_seconds, token_spans, word_spans)
-from wenet.decode.pauses import RefineConf, refine_word_spans
+                                frame_shift_seconds, starts_word, token_spans, word_spans)
+from wenet.decode.pauses import RefineConf, pause_bias, pause_fraction, refine_word_spans
 from wenet.utils.file_utils import text_lines
 
 logger = logging.getLogger(__name__)
@@ -100,9 +100,10 @@ def read_data_list(data_list: str, data_type: str = "raw") -> Iterator[Union[dic
 
 class Aligner:
     """A model with a CTC head, its units and features: ``prepare`` a sample, then
-    ``align`` a batch of prepared utterances. With ``refine`` given, word boundaries are
-    moved to the pauses of the audio (``pauses.refine_word_spans``); token spans
-    stay the CTC ones. ``decoding_chunk_size``/``num_decoding_left_chunks`` are the
+    ``align`` a batch of prepared utterances. With ``refine`` given, the audio's pauses
+    steer the search when ``refine.pause_penalty`` > 0 (``pauses.pause_bias``) and word
+    boundaries are moved to them (``pauses.refine_word_spans``); token spans stay the
+    search's frames. ``decoding_chunk_size``/``num_decoding_left_chunks`` are the
     encoder's (``model.encode``; -1: full context)."""
 
     def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer,
@@ -160,23 +161,28 @@ class Aligner:
 
     def align(self, utts: Sequence[Utterance]) -> List[Union[Alignment, Failure]]:
         """The alignment of each utterance, or its Failure (too few frames, ...)."""
-        results: List[Union[Alignment, Failure]] = []
         if not utts:
-            return results
-        for utt, logp in zip(utts, self.log_probs(utts)):
-            try:
-                path = ctc_forced_align(logp, utt.tokens, self.blank_id)
-            except AlignmentError as e:
-                results.append(Failure(utt.key, e.reason, e.detail))
-                continue
-            spans = token_spans(path, logp, self.blank_id)
-            words = word_spans(spans, utt.units, self.frame_shift_s)
-            if self.refine is not None and utt.wav is not None:
-                words = refine_word_spans(words, utt.wav.double().numpy(), utt.sample_rate,
-                                          self.refine)
-            results.append(Alignment(utt.key, utt.duration_s, path, spans, utt.units, words,
-                                     self.frame_shift_s))
-        return results
+            return []
+        return [self.align_log_probs(utt, logp) for utt, logp in zip(utts, self.log_probs(utts))]
+
+    def align_log_probs(self, utt: Utterance, logp: torch.Tensor) -> Union[Alignment, Failure]:
+        """``utt`` aligned on its CTC log-probabilities ``logp`` (T', V) (``log_probs``)."""
+        refine = self.refine if utt.wav is not None else None
+        bias = None
+        if refine is not None and refine.pause_penalty > 0:
+            pause = pause_fraction(utt.wav.double().numpy(), utt.sample_rate, logp.size(0),
+                                   self.frame_shift_s, refine)
+            bias = pause_bias(pause, [starts_word(u) for u in utt.units], refine.pause_penalty)
+        try:
+            path = ctc_forced_align(logp, utt.tokens, self.blank_id, bias)
+        except AlignmentError as e:
+            return Failure(utt.key, e.reason, e.detail)
+        spans = token_spans(path, logp, self.blank_id)
+        words = word_spans(spans, utt.units, self.frame_shift_s)
+        if refine is not None:
+            words = refine_word_spans(words, utt.wav.double().numpy(), utt.sample_rate, refine)
+        return Alignment(utt.key, utt.duration_s, path, spans, utt.units, words,
+                         self.frame_shift_s)
 
 
 def align_data_list(aligner: Aligner, data_list: str, data_type: str = "raw",

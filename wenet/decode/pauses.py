@@ -18,9 +18,20 @@ boundaries to the pauses around it:
   its closing pause begins (when the audio starts / ends with one);
 * a boundary with no such pause (words spoken without a break) keeps CTC's time.
 
+Before that, ``pause_bias`` lets the audio steer the CTC search itself (``Aligner`` uses
+it when ``pause_penalty`` > 0): the forced alignment pays ``pause_penalty`` per encoder
+frame of pause (scaled by the share of the frame that is pause) for emitting a token
+there, or for being between two tokens of one word there. Pauses are free only before,
+between and after words. A model that spikes a word early, in the silence before it is
+spoken (a model trained on fixed sentence templates predicts them), then has its tokens
+moved into the next stretch of speech, and each pause tends to fall between two words,
+where ``refine_word_spans`` then finds it.
+
 A pause is at least ``min_pause_s`` long, so the closure of a stop consonant inside a
 word is not taken for one. Speech is a window more than ``margin_db`` above the noise
-floor, the ``floor_percentile``-th percentile of the utterance's window energies.
+floor, the ``floor_percentile``-th percentile of the utterance's window energies; a pause's
+edges then yield to the windows beside it that are more than ``edge_margin_db`` above the
+floor (``pause_runs``).
 """
 from __future__ import annotations
 
@@ -41,6 +52,8 @@ class RefineConf:
     min_pause_s: float = 0.05
     floor_percentile: float = 10.0
     hop_s: float = 0.01
+    edge_margin_db: float = 3.0
+    pause_penalty: float = 10.0
 
 
 def energy_db(samples: np.ndarray, rate: int, hop_s: float = 0.01) -> np.ndarray:
@@ -54,15 +67,59 @@ def energy_db(samples: np.ndarray, rate: int, hop_s: float = 0.01) -> np.ndarray
 
 def pause_runs(samples: np.ndarray, rate: int, conf: RefineConf = RefineConf()
                ) -> List[Tuple[float, float]]:
-    """(start s, end s) of every run of non-speech windows at least ``min_pause_s`` long."""
+    """(start s, end s) of every run of non-speech windows at least ``min_pause_s`` long.
+
+    Two thresholds, as in classic endpoint detection: a pause is found where windows stay
+    within ``margin_db`` of the noise floor, then its edges give way to the speech on
+    either side while the windows there stay above ``edge_margin_db`` (the quiet onsets
+    and decaying ends of words lie between the two); a run that would vanish keeps its
+    first extent."""
     energy = energy_db(samples, rate, conf.hop_s)
     if energy.size == 0:
         return []
-    quiet = energy <= np.percentile(energy, conf.floor_percentile) + conf.margin_db
+    floor = np.percentile(energy, conf.floor_percentile)
+    quiet = energy <= floor + conf.margin_db
     edges = np.diff(np.concatenate([[0], quiet.astype(np.int8), [0]]))
     starts, ends = np.nonzero(edges == 1)[0], np.nonzero(edges == -1)[0]
     keep = (ends - starts) * conf.hop_s >= conf.min_pause_s - 1e-9
-    return [(s * conf.hop_s, e * conf.hop_s) for s, e in zip(starts[keep], ends[keep])]
+    loud = energy > floor + conf.edge_margin_db
+    runs = []
+    for start, end in zip(starts[keep], ends[keep]):
+        lo, hi = int(start), int(end)
+        while lo < hi and loud[lo]:
+            lo += 1
+        while hi > lo and loud[hi - 1]:
+            hi -= 1
+        if lo == hi:
+            lo, hi = int(start), int(end)
+        runs.append((lo * conf.hop_s, hi * conf.hop_s))
+    return runs
+
+
+def pause_fraction(samples: np.ndarray, rate: int, num_frames: int, frame_shift_s: float,
+                   conf: RefineConf = RefineConf()) -> np.ndarray:
+    """(num_frames,) share of each encoder frame ``[t * frame_shift_s, (t + 1) *
+    frame_shift_s)`` that lies in a pause of ``pause_runs`` (audio past the end counts as
+    pause)."""
+    quiet = np.zeros(num_frames, dtype=np.float64)
+    lo = np.arange(num_frames) * frame_shift_s
+    hi = lo + frame_shift_s
+    for start, end in pause_runs(samples, rate, conf) + [(len(samples) / rate, np.inf)]:
+        quiet += np.clip(np.minimum(hi, end) - np.maximum(lo, start), 0.0, None)
+    return np.clip(quiet / frame_shift_s, 0.0, 1.0)
+
+
+def pause_bias(pause: np.ndarray, word_starts: Sequence[bool], penalty: float) -> np.ndarray:
+    """(T, 2L + 1) ``state_bias`` for ``align.ctc_forced_align`` over the states ``blank y_1
+    blank .. y_L blank``: ``-penalty * pause[t]`` on every token state and on each blank
+    between two tokens of one word (``word_starts[j]`` is False for token j, j > 0);
+    0 on the blanks before the first token, after the last, and between words."""
+    num_tokens = len(word_starts)
+    per_state = np.zeros(2 * num_tokens + 1, dtype=np.float64)
+    per_state[1::2] = 1.0
+    for j in range(1, num_tokens):
+        per_state[2 * j] = 0.0 if word_starts[j] else 1.0
+    return -penalty * np.outer(pause, per_state)
 
 
 def _longest(runs: Sequence[Tuple[float, float]], lo: float, hi: float, after: float

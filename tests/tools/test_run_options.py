@@ -186,3 +186,65 @@ def test_help_and_bad_values_need_no_virtualenv(bare_recipe: Path):
     r = run_sh(bare_recipe, ["--stage", "6"])
     assert r.returncode == 1 and "path.sh: tools/install.sh failed" in r.stderr
     assert (bare_recipe / "install.log").read_text().count("install.sh") == 1
+
+
+def test_units_from_copies_a_pretrained_models_units_and_keeps_its_output_layers(
+        recipe: Path, tmp_path: Path):
+    """--units_from: stage 2 copies DIR's bpe.model and units.txt (byte for byte), says how
+    many training-text pieces they lack, and stage 4 then trains with those units and
+    copies every tensor of --init_checkpoint but the CMVN."""
+    import os
+    import sys
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+               LC_ALL="C")
+    for tool in ("spm_train", "spm_encode", "make_units.sh"):
+        shutil.copy(ROOT / "tools" / tool, recipe / "tools" / tool)
+    model_dir = tmp_path / "pretrained"
+    model_dir.mkdir()
+    (model_dir / "text").write_text("the cat sat\nthe rat ran\na cat sat on the mat\n")
+    subprocess.run([str(recipe / "tools" / "spm_train"), f"--input={model_dir / 'text'}",
+                    "--vocab_size=14", "--model_type=unigram", f"--model_prefix={model_dir / 'bpe'}",
+                    "--character_coverage=1.0"], check=True, env=env, capture_output=True)
+    subprocess.run([str(recipe / "tools" / "make_units.sh"), str(model_dir / "bpe.model"),
+                    str(model_dir / "text"), str(model_dir / "units.txt")], check=True, env=env)
+    (recipe / "data" / "train").mkdir(parents=True)
+    # "z" is not in the pretrained units: one piece of this text is read as <unk>
+    (recipe / "data" / "train" / "text").write_text("u1 the cat sat\nu2 a zoo\n")
+    (recipe / "init.pt").write_text("stub")
+
+    r = subprocess.run(["./run.sh", "--stage", "2", "--stop_stage", "2", "--units_from",
+                        str(model_dir / "missing")], cwd=recipe, capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert r.returncode == 1
+    assert r.stderr.strip() == (f"./run.sh: --units_from takes a model dir holding bpe.model and "
+                                f"units.txt; no such file '{model_dir / 'missing'}/bpe.model'")
+    r = subprocess.run(["./run.sh", "--stage", "2", "--stop_stage", "2", "--units_from",
+                        str(model_dir)], cwd=recipe, capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    lang = recipe / "data" / "lang_char"
+    assert (lang / "train_inherited.model").read_bytes() == (model_dir / "bpe.model").read_bytes()
+    assert (lang / "train_inherited_units.txt").read_text() == (model_dir / "units.txt").read_text()
+    pieces = subprocess.run([str(recipe / "tools" / "spm_encode"), f"--model={model_dir / 'bpe.model'}",
+                             "--output_format=piece"], input="the cat sat\na zoo\n", env=env,
+                            capture_output=True, text=True, check=True).stdout.split()
+    units = {line.split()[0] for line in (model_dir / "units.txt").read_text().splitlines()}
+    missing = [p for p in pieces if p not in units]
+    assert missing, pieces  # the "z" piece
+    assert (f"units: {len(missing)} of {len(pieces)} training-text pieces are not in "
+            f"data/lang_char/train_inherited_units.txt (read as <unk>)") in r.stdout
+    r = subprocess.run(["./run.sh", "--stage", "4", "--stop_stage", "4", "--units_from",
+                        str(model_dir), "--init_checkpoint", "init.pt"], cwd=recipe,
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    [launch] = [c for c in calls(recipe) if c.startswith("launch_train.sh")]
+    assert "[--dict] [data/lang_char/train_inherited_units.txt]" in launch
+    assert "[--bpe_model] [data/lang_char/train_inherited.model]" in launch
+    assert "[--init_checkpoint] [init.pt] [--init_exclude] [^encoder\\.global_cmvn\\.]" in launch
+    (recipe / "calls.log").unlink()
+    r = run_sh(recipe, ["--stage", "4", "--stop_stage", "4", "--init_checkpoint", "init.pt"])
+    assert r.returncode == 0, r.stderr
+    [launch] = [c for c in calls(recipe) if c.startswith("launch_train.sh")]
+    assert "[--dict] [data/lang_char/train_unigram128_units.txt]" in launch
+    assert ("[--init_exclude] [^(encoder\\.global_cmvn\\.|ctc\\.ctc_lo\\.|"
+            "decoder\\.(.*\\.)?(embed|output_layer)\\.)]") in launch

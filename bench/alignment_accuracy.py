@@ -50,7 +50,7 @@ from wenet.dataset.fbank import FeatureConf  # noqa: E402
 from wenet.dataset.tokenizer import Tokenizer  # noqa: E402
 from wenet.decode.align import (WordSpan, ctc_forced_align, frames_needed,  # noqa: E402
                                 token_spans, word_spans)
-from wenet.decode.pauses import RefineConf, refine_word_spans  # noqa: E402
+from wenet.decode.pauses import RefineConf, pause_runs, refine_word_spans  # noqa: E402
 from wenet.decode.align_batch import Aligner, Failure, Utterance  # noqa: E402
 from wenet.models import load_model  # noqa: E402
 from wenet.utils.file_utils import load_yaml, read_symbol_table  # noqa: E402
@@ -298,7 +298,23 @@ def align_all(args, aligner: Aligner, utts: List[dict]) -> Dict[str, list]:
     return rows
 
 
+def pause_edge_ceiling(args, utts: List[dict]) -> None:
+    """How many true boundaries have a pause edge (``pause_runs`` at the refinement's
+    settings) within the tolerance: what snapping can reach with a perfect model."""
+    hits = {"start": [], "end": []}
+    for u in utts:
+        runs = pause_runs(u["wav"], TARGET_RATE, refine_conf(args))
+        for _, start, end in u["truth"]:
+            hits["start"].append(min([abs(b - start) for _, b in runs], default=np.inf))
+            hits["end"].append(min([abs(a - end) for a, _ in runs], default=np.inf))
+    within = {k: 100 * float((np.array(v) <= args.tolerance).mean()) for k, v in hits.items()}
+    print(f"audio alone: a pause edge lies within {1000 * args.tolerance:.0f} ms of "
+          f"{(within['start'] + within['end']) / 2:.1f} % of the true boundaries (starts "
+          f"{within['start']:.1f} %, ends {within['end']:.1f} %): the most snapping can reach")
+
+
 def evaluate(args, utts: List[dict]) -> None:
+    pause_edge_ceiling(args, utts)
     rows = align_all(args, load_aligner(args), utts)
     print(f"voices: {args.voices}; refinement: slack {1000 * args.refine_slack:.0f} ms, "
           f"margin {args.refine_margin_db:.0f} dB, edge margin {args.refine_edge_margin_db:.0f} dB, "

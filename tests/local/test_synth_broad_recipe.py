@@ -60,8 +60,9 @@ def test_pretrained_model_initialises_every_speechocean762_tensor_but_the_exclud
     ckpt = tmp_path / "avg_5.pt"
     torch.save(source.state_dict(), ckpt)
     target = _model("train_conformer_speechocean762.yaml", 256, str(cmvn))
-    run_sh_text = Path(REPO, "run.sh").read_text()
-    exclude = re.search(r"^init_exclude='([^']*)'", run_sh_text, re.M).group(1)
+    # run.sh's defaults: with --units_from (same units) the first, otherwise the second
+    with_units, own_units = re.findall(r'init_exclude:=([^}]*)\}', Path(REPO, "run.sh").read_text())
+    exclude = own_units
     copied, skipped = load_init_weights(target, str(ckpt), exclude)
     assert all(s.endswith("(excluded)") for s in skipped), skipped
     assert len(copied) + len(skipped) == len(target.state_dict())
@@ -71,3 +72,12 @@ def test_pretrained_model_initialises_every_speechocean762_tensor_but_the_exclud
     assert {s.split(" ")[0] for s in skipped} == {n for n in target.state_dict() if re.search(exclude, n)}
     assert sum(target.state_dict()[n].numel() for n in copied) > 0.8 * sum(
         p.numel() for p in target.state_dict().values())
+    # --units_from: the speechocean762 model has the broad model's 500 units, and every
+    # tensor but the CMVN (recomputed on the new corpus) is the pretrained one
+    same_units = _model("train_conformer_speechocean762.yaml", 500, str(cmvn))
+    copied, skipped = load_init_weights(same_units, str(ckpt), with_units)
+    assert sorted(s.split(" ")[0] for s in skipped) == ["encoder.global_cmvn.istd",
+                                                        "encoder.global_cmvn.mean"]
+    for name in copied:
+        assert torch.equal(same_units.state_dict()[name], source.state_dict()[name])
+    assert len(copied) == len(same_units.state_dict()) - 2

@@ -24,7 +24,8 @@ from wenet.dataset.stats import PipelineStats
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.decode.align import (AlignmentError, TokenSpan, WordSpan, ctc_forced_align,
                                 frame_shift_seconds, starts_word, token_spans, word_spans)
-from wenet.decode.pauses import RefineConf, pause_bias, pause_fraction, refine_word_spans
+from wenet.decode.pauses import (RefineConf, pause_bias, pause_fraction, pause_runs,
+                                 refine_word_spans)
 from wenet.utils.file_utils import text_lines
 
 logger = logging.getLogger(__name__)
@@ -168,10 +169,13 @@ class Aligner:
     def align_log_probs(self, utt: Utterance, logp: torch.Tensor) -> Union[Alignment, Failure]:
         """``utt`` aligned on its CTC log-probabilities ``logp`` (T', V) (``log_probs``)."""
         refine = self.refine if utt.wav is not None else None
-        bias = None
+        bias = samples = runs = None
+        if refine is not None:  # the pauses, found once for the search and the snapping
+            samples = utt.wav.double().numpy()
+            runs = pause_runs(samples, utt.sample_rate, refine)
         if refine is not None and refine.pause_penalty > 0:
-            pause = pause_fraction(utt.wav.double().numpy(), utt.sample_rate, logp.size(0),
-                                   self.frame_shift_s, refine)
+            pause = pause_fraction(samples, utt.sample_rate, logp.size(0), self.frame_shift_s,
+                                   refine, runs)
             bias = pause_bias(pause, [starts_word(u) for u in utt.units], refine.pause_penalty)
         try:
             path = ctc_forced_align(logp, utt.tokens, self.blank_id, bias)
@@ -180,7 +184,7 @@ class Aligner:
         spans = token_spans(path, logp, self.blank_id)
         words = word_spans(spans, utt.units, self.frame_shift_s)
         if refine is not None:
-            words = refine_word_spans(words, utt.wav.double().numpy(), utt.sample_rate, refine)
+            words = refine_word_spans(words, samples, utt.sample_rate, refine, runs)
         return Alignment(utt.key, utt.duration_s, path, spans, utt.units, words,
                          self.frame_shift_s)
 

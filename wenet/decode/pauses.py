@@ -97,14 +97,17 @@ def pause_runs(samples: np.ndarray, rate: int, conf: RefineConf = RefineConf()
 
 
 def pause_fraction(samples: np.ndarray, rate: int, num_frames: int, frame_shift_s: float,
-                   conf: RefineConf = RefineConf()) -> np.ndarray:
+                   conf: RefineConf = RefineConf(),
+                   runs: Optional[List[Tuple[float, float]]] = None) -> np.ndarray:
     """(num_frames,) share of each encoder frame ``[t * frame_shift_s, (t + 1) *
     frame_shift_s)`` that lies in a pause of ``pause_runs`` (audio past the end counts as
-    pause)."""
+    pause); ``runs``: those pauses when already computed."""
+    if runs is None:
+        runs = pause_runs(samples, rate, conf)
     quiet = np.zeros(num_frames, dtype=np.float64)
     lo = np.arange(num_frames) * frame_shift_s
     hi = lo + frame_shift_s
-    for start, end in pause_runs(samples, rate, conf) + [(len(samples) / rate, np.inf)]:
+    for start, end in runs + [(len(samples) / rate, np.inf)]:
         quiet += np.clip(np.minimum(hi, end) - np.maximum(lo, start), 0.0, None)
     return np.clip(quiet / frame_shift_s, 0.0, 1.0)
 
@@ -130,12 +133,15 @@ def _longest(runs: Sequence[Tuple[float, float]], lo: float, hi: float, after: f
 
 
 def refine_word_spans(words: Sequence[WordSpan], samples: np.ndarray, rate: int,
-                      conf: RefineConf = RefineConf()) -> List[WordSpan]:
+                      conf: RefineConf = RefineConf(),
+                      runs: Optional[List[Tuple[float, float]]] = None) -> List[WordSpan]:
     """``words`` (CTC spans, in order) with their boundaries moved to the pauses around
-    them; words, order and confidences stay. Every word keeps at least one window."""
+    them; words, order and confidences stay. Every word keeps at least one window.
+    ``runs``: ``pause_runs(samples, rate, conf)`` when already computed."""
     if not words:
         return []
-    runs = pause_runs(samples, rate, conf)
+    if runs is None:
+        runs = pause_runs(samples, rate, conf)
     total = len(samples) / rate
     starts = [w.start_s for w in words]
     ends = [w.end_s for w in words]

@@ -155,12 +155,22 @@ def test_librispeech_configs_have_icefall_sizes(size):
     assert abs(count / ICEFALL_PARAMS[size] - 1) < 0.03, count
 
 
-def test_speechocean762_zipformer_can_start_from_the_builtin_one():
+@pytest.mark.parametrize("name", ["train_zipformer_speechocean762.yaml",
+                                  "train_zipformer_synth_broad.yaml"])
+def test_zipformer_recipes_can_start_from_the_builtin_one(name):
     """--init_checkpoint of the main job's Zipformer needs the same encoder shapes."""
-    ours = _built("train_zipformer_speechocean762.yaml", 500).encoder.state_dict()
+    ours = _built(name, 500).encoder.state_dict()
     main = _built("train_zipformer.yaml", 128).encoder.state_dict()
     assert {k: v.shape for k, v in ours.items()} == {k: v.shape for k, v in main.items()}
     _built("train_conformer_scaled_adam.yaml", 128)
+
+
+def test_speechocean762_zipformer_takes_every_tensor_of_the_broad_one():
+    """With --units_from the broad corpus's units, every tensor (output layers included)
+    of the broad pretraining model has its place in the speechocean762 model."""
+    broad = _built("train_zipformer_synth_broad.yaml", 500).state_dict()
+    ours = _built("train_zipformer_speechocean762.yaml", 500).state_dict()
+    assert {k: v.shape for k, v in ours.items()} == {k: v.shape for k, v in broad.items()}
 
 
 def test_cli_run_with_scaled_adam_eden_cr_ctc_resumes_exactly(tmp_path):

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Word-boundary accuracy of CTC forced alignment on audio with known word times.
 
-Each test utterance is built from words synthesised one at a time (the built-in
-corpus's engines and held-out test voices, ``local/synth``; words from the corpus
-vocabulary, which the units cover), each trimmed to its speech (first/last 10 ms
+Each test utterance is built from words synthesised one at a time
+(``local/synth/word_chain.py``: the built-in corpus's engines and held-out test voices;
+words from the corpus vocabulary, which the units cover), each trimmed to its speech (first/last 10 ms
 window within ``--trim_db`` of the word's loudest one), joined with silences of
 ``--min_gap``..``--max_gap`` seconds, padded at both ends, with noise added at
 ``--snr_db`` like the corpus's augmentation. The true start and end of every word
@@ -29,7 +29,6 @@ import json
 import logging
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,10 +41,10 @@ import torchaudio.functional as taf
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from local.synth.augment import TARGET_RATE, coloured_noise, trim_to_speech  # noqa: E402
+from local.synth.augment import TARGET_RATE  # noqa: E402
 from local.synth.sentences import SentenceGenerator, vocabulary  # noqa: E402
 from local.synth.voices import split_voices  # noqa: E402
-from wenet.dataset.audio import resample  # noqa: E402
+from local.synth.word_chain import ChainConf, word_chain  # noqa: E402
 from wenet.dataset.fbank import FeatureConf  # noqa: E402
 from wenet.dataset.tokenizer import Tokenizer  # noqa: E402
 from wenet.decode.align import (WordSpan, ctc_forced_align, frames_needed,  # noqa: E402
@@ -84,43 +83,15 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--refine_min_pause", type=float, default=RefineConf.min_pause_s)
     p.add_argument("--pause_penalty", type=float, default=RefineConf.pause_penalty,
                    help="the search's cost per frame of pause inside a word (0: plain Viterbi)")
+    p.add_argument("--refine_min_speech", type=float, default=RefineConf.min_speech_s,
+                   help="loud blips up to this long inside a pause count as pause, seconds")
+    p.add_argument("--speech_penalty", type=float, default=RefineConf.speech_penalty,
+                   help="the search's cost per frame of speech outside every word")
     p.add_argument("--decoding_chunk_size", type=int, default=-1)
     p.add_argument("--num_decoding_left_chunks", type=int, default=-1)
     p.add_argument("--sweep", action="store_true",
-                   help="also try a grid of refinement settings (on dev voices only)")
+                   help="also try a grid of pause and speech penalties (on dev voices only)")
     return p
-
-
-def synth_word(voice, word: str, tmp: str, trim_db: float) -> np.ndarray:
-    """One word spoken by ``voice``, trimmed, at 16 kHz."""
-    out = os.path.join(tmp, "w.wav")
-    cmd = voice.command(word, 0, out)
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    samples, rate = sf.read(out, dtype="float32")
-    wav = resample(torch.from_numpy(trim_to_speech(samples, rate, trim_db))[None], rate, TARGET_RATE)
-    return wav[0].numpy().astype(np.float64)
-
-
-def build_utterance(rng: random.Random, voice, words: List[str], args, tmp: str
-                    ) -> Tuple[np.ndarray, List[Tuple[str, float, float]]]:
-    """(16 kHz float samples, [(word, true start s, true end s)])."""
-    pieces, truth, now = [np.zeros(int(args.pad * TARGET_RATE))], [], args.pad
-    for i, word in enumerate(words):
-        if i:
-            gap = np.zeros(int(rng.uniform(args.min_gap, args.max_gap) * TARGET_RATE))
-            pieces.append(gap)
-            now += len(gap) / TARGET_RATE
-        wav = synth_word(voice, word, tmp, args.trim_db)
-        truth.append((word, now, now + len(wav) / TARGET_RATE))
-        pieces.append(wav)
-        now += len(wav) / TARGET_RATE
-    pieces.append(np.zeros(int(args.pad * TARGET_RATE)))
-    wav = np.concatenate(pieces)
-    speech = np.concatenate([p for p in pieces if p.any()])
-    noise = coloured_noise(len(wav), rng.choice(["white", "pink", "brown"]),
-                           np.random.default_rng(rng.getrandbits(32)))
-    wav = wav + noise * np.sqrt(np.mean(speech ** 2) / 10 ** (args.snr_db / 10))
-    return 0.7 * wav / np.abs(wav).max(), truth
 
 
 def make_set(args, tmp: str) -> List[dict]:
@@ -130,6 +101,7 @@ def make_set(args, tmp: str) -> List[dict]:
     voices = split_voices(args.corpus_seed)[args.voices]
     sentences = SentenceGenerator(random.Random(f"{args.seed}-sentences"), args.min_words,
                                   args.max_words)
+    chain = ChainConf(args.min_gap, args.max_gap, args.pad, args.snr_db, args.trim_db)
     utts = []
     for n in range(args.num_utts):
         voice = voices[n % len(voices)]
@@ -137,7 +109,7 @@ def make_set(args, tmp: str) -> List[dict]:
             words = sentences.sentence().split()
         else:
             words = rng.sample(vocab, rng.randint(args.min_words, args.max_words))
-        wav, truth = build_utterance(rng, voice, words, args, tmp)
+        wav, truth = word_chain(rng, voice, words, tmp, chain)
         utts.append({"key": f"align{n:03d}_{voice.voice_id}", "wav": wav, "truth": truth})
     return utts
 
@@ -218,17 +190,17 @@ def load_aligner(args) -> Aligner:
                    args.num_decoding_left_chunks)
 
 
-SWEEP = [(slack, margin, edge, pause, penalty) for slack in (0.08, 0.16) for margin in (6.0, 10.0)
-         for edge in (2.0, 3.0, 4.0, 6.0, 10.0) for pause in (0.03, 0.05)
-         for penalty in (0.0, 5.0, 10.0) if edge <= margin]
+SWEEP = [(penalty, speech) for penalty in (0.0, 10.0, 20.0, 40.0)
+         for speech in (0.0, 2.0, 5.0, 10.0)]  # (pause_penalty, speech_penalty)
 
 
-def refine_conf(args, setting: Tuple[float, ...] = None) -> RefineConf:
-    slack, margin, edge, pause, penalty = setting or (
-        args.refine_slack, args.refine_margin_db, args.refine_edge_margin_db,
-        args.refine_min_pause, args.pause_penalty)
-    return RefineConf(slack_s=slack, margin_db=margin, edge_margin_db=edge, min_pause_s=pause,
-                      pause_penalty=penalty)
+def refine_conf(args, setting: Tuple[float, float] = None) -> RefineConf:
+    penalty, speech = setting or (args.pause_penalty, args.speech_penalty)
+    return RefineConf(slack_s=args.refine_slack, margin_db=args.refine_margin_db,
+                      edge_margin_db=args.refine_edge_margin_db,
+                      min_pause_s=args.refine_min_pause, min_speech_s=args.refine_min_speech,
+                      pause_penalty=penalty,
+                      speech_penalty=speech)
 
 
 def refined_words(aligner: Aligner, prepared: Utterance, logp: torch.Tensor,
@@ -288,12 +260,10 @@ def align_all(args, aligner: Aligner, utts: List[dict]) -> Dict[str, list]:
           f"{np.max(density):.2f} (near 1, CTC has no room for blanks between tokens)")
     print(f"agreement: identical frame paths in {same} of {len(utts)} utterances; Viterbi time "
           f"ours {secs['ours']:.3f} s, torchaudio {secs['torchaudio']:.3f} s")
-    for (slack, margin, edge, pause, penalty), r in sweep.items():
+    for (penalty, speech), r in sweep.items():
         if r:
             e = np.abs([x[1] for x in r])
-            print(f"sweep refine slack {1000 * slack:.0f} ms margin {margin:.0f} dB edge margin "
-                  f"{edge:.0f} dB min pause "
-                  f"{1000 * pause:.0f} ms pause penalty {penalty:g}: "
+            print(f"sweep pause penalty {penalty:g} speech penalty {speech:g}: "
                   f"{100 * (e <= args.tolerance).mean():.1f} % within {1000 * args.tolerance:.0f} ms")
     return rows
 
@@ -319,7 +289,7 @@ def evaluate(args, utts: List[dict]) -> None:
     print(f"voices: {args.voices}; refinement: slack {1000 * args.refine_slack:.0f} ms, "
           f"margin {args.refine_margin_db:.0f} dB, edge margin {args.refine_edge_margin_db:.0f} dB, "
           f"min pause {1000 * args.refine_min_pause:.0f} ms, "
-          f"pause penalty {args.pause_penalty:g}")
+          f"pause penalty {args.pause_penalty:g}, speech penalty {args.speech_penalty:g}")
     for name, r in rows.items():
         report(name, r, args.tolerance)
 

@@ -152,3 +152,53 @@ def test_pause_penalty_moves_an_early_word_into_its_speech():
     words = word_spans(token_spans(steered, logp), ["\u2581a", "\u2581b"], shift)
     got = refine_word_spans(words, wav, RATE, conf)
     assert _times(got) == pytest.approx(_flat([(0.48, 0.80), (1.12, 1.44)]))
+
+
+def test_pause_bias_with_speech_penalty_by_hand():
+    # tokens "▁a" "b" | "▁c": in-word states 1 2 3 5; between-word blanks 0 4 6
+    pause = np.array([1.0, 0.25, 0.0])
+    bias = pause_bias(pause, [True, False, True], 4.0, speech_penalty=2.0)
+    in_word = np.array([0, 1, 1, 1, 0, 1, 0], dtype=float)
+    expected = -4.0 * np.outer(pause, in_word) - 2.0 * np.outer(1.0 - pause, 1.0 - in_word)
+    assert bias == pytest.approx(expected)
+    assert bias[1] == pytest.approx([-1.5, -1.0, -1.0, -1.0, -1.5, -1.0, -1.5])
+
+
+def test_energy_ignores_an_offset():
+    wav = _bursts([(0.10, 0.20)], 0.3)
+    assert energy_db(wav + 0.05, RATE) == pytest.approx(energy_db(wav, RATE), abs=1e-6)
+    assert energy_db(wav + 0.05, RATE, remove_dc=False)[0] == pytest.approx(
+        10 * math.log10(0.05 ** 2 + 1e-6), abs=1e-6)
+
+
+def test_short_blips_inside_a_pause_are_bridged():
+    # speech 0.3-0.8 and 1.3-1.8; a 20 ms click at 1.0 s and a 60 ms burst at 2.0 s
+    wav = _bursts([(0.3, 0.8), (1.0, 1.02), (1.3, 1.8), (2.0, 2.06)], 2.4)
+    assert _flat(pause_runs(wav, RATE, RefineConf(min_speech_s=0.0))) == pytest.approx(
+        _flat([(0.0, 0.3), (0.8, 1.0), (1.02, 1.3), (1.8, 2.0), (2.06, 2.4)]))
+    assert _flat(pause_runs(wav, RATE, RefineConf(min_speech_s=0.03))) == pytest.approx(
+        _flat([(0.0, 0.3), (0.8, 1.3), (1.8, 2.0), (2.06, 2.4)]))
+
+
+def test_speech_penalty_gives_unclaimed_speech_to_a_word():
+    # 80 ms frames over 2.0 s; speech 0.32-0.80 ("a") and 1.20-1.68 ("b"); an unsure model
+    # (all three labels equally likely) except for confident spikes of both words in the
+    # first stretch
+    wav = _bursts([(0.32, 0.80), (1.20, 1.68)], 2.0)
+    frames, shift = 25, 0.08
+    logp = torch.full((frames, 3), -math.log(3.0))
+    for frame, label in ((5, 1), (8, 2)):
+        logp[frame] = -8.0
+        logp[frame, label] = -0.01
+    conf = RefineConf(pause_penalty=20.0, speech_penalty=0.0)
+    pause = pause_fraction(wav, RATE, frames, shift, conf)
+    # the pause penalty alone leaves "b" in the first stretch: no token sits in a pause
+    alone = ctc_forced_align(logp, [1, 2], state_bias=pause_bias(pause, [True, True], 20.0))
+    assert alone == [0] * 4 + [1] * 2 + [2] * 3 + [0] * 16
+    # speech outside every word costs 5 a frame: the second stretch's 6 frames (36.6 with
+    # blanks there) outweigh giving up b's spike (8 for a blank at frame 8), so b moves
+    both = ctc_forced_align(logp, [1, 2], state_bias=pause_bias(pause, [True, True], 20.0, 5.0))
+    assert both == [0] * 4 + [1] * 6 + [0] * 5 + [2] * 6 + [0] * 4  # each word its stretch
+    words = word_spans(token_spans(both, logp), ["\u2581a", "\u2581b"], shift)
+    got = refine_word_spans(words, wav, RATE, conf)
+    assert _times(got) == pytest.approx(_flat([(0.32, 0.80), (1.20, 1.68)]))

@@ -18,7 +18,7 @@ Word times are CTC's (a word starts at the first frame of its first token and en
 after the last frame of its last token; frame ``f`` is at ``f`` x subsampling x frame
 shift seconds). ``--refine_boundaries`` lets the audio's pauses steer the search (a token,
 or the stretch between two tokens of one word, costs ``--pause_penalty`` per frame of
-pause) and then moves word boundaries to the pauses found between the words' spikes
+pause, and speech outside every word costs ``--speech_penalty`` per frame) and then moves word boundaries to the pauses found between the words' spikes
 (``wenet/decode/pauses.py``; where words are spoken without a pause the boundary stays
 where CTC put it).
 """
@@ -74,8 +74,13 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--pause_penalty", type=float, default=RefineConf.pause_penalty,
                    help="with --refine_boundaries: the search's cost per encoder frame of "
                         "pause spent inside a word (0: plain CTC Viterbi)")
+    p.add_argument("--speech_penalty", type=float, default=RefineConf.speech_penalty,
+                   help="with --refine_boundaries: the search's cost per encoder frame of "
+                        "speech outside every word (0: none)")
     p.add_argument("--refine_min_pause", type=float, default=RefineConf.min_pause_s,
                    help="seconds of non-speech that count as a pause")
+    p.add_argument("--refine_min_speech", type=float, default=RefineConf.min_speech_s,
+                   help="loud blips up to this many seconds inside a pause count as pause")
     p.add_argument("--decoding_chunk_size", type=int, default=-1,
                    help="encode with this chunk size (chunk-trained models); -1: full context")
     p.add_argument("--num_decoding_left_chunks", type=int, default=-1)
@@ -116,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
     tokenizer = Tokenizer(read_symbol_table(args.dict), args.bpe_model)
     refine = (RefineConf(slack_s=args.refine_slack, margin_db=args.refine_margin_db,
                          edge_margin_db=args.refine_edge_margin_db,
-                         min_pause_s=args.refine_min_pause, pause_penalty=args.pause_penalty)
+                         min_pause_s=args.refine_min_pause, min_speech_s=args.refine_min_speech,
+                         pause_penalty=args.pause_penalty, speech_penalty=args.speech_penalty)
               if args.refine_boundaries else None)
     aligner = Aligner(model, tokenizer, FeatureConf.from_config(configs, args.config), device,
                       refine, args.decoding_chunk_size, args.num_decoding_left_chunks)

@@ -176,7 +176,8 @@ class Aligner:
         if refine is not None and refine.pause_penalty > 0:
             pause = pause_fraction(samples, utt.sample_rate, logp.size(0), self.frame_shift_s,
                                    refine, runs)
-            bias = pause_bias(pause, [starts_word(u) for u in utt.units], refine.pause_penalty)
+            bias = pause_bias(pause, [starts_word(u) for u in utt.units], refine.pause_penalty,
+                              refine.speech_penalty)
         try:
             path = ctc_forced_align(logp, utt.tokens, self.blank_id, bias)
         except AlignmentError as e:

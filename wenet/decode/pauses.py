@@ -22,16 +22,23 @@ Before that, ``pause_bias`` lets the audio steer the CTC search itself (``Aligne
 it when ``pause_penalty`` > 0): the forced alignment pays ``pause_penalty`` per encoder
 frame of pause (scaled by the share of the frame that is pause) for emitting a token
 there, or for being between two tokens of one word there. Pauses are free only before,
-between and after words. A model that spikes a word early, in the silence before it is
-spoken (a model trained on fixed sentence templates predicts them), then has its tokens
-moved into the next stretch of speech, and each pause tends to fall between two words,
-where ``refine_word_spans`` then finds it.
+between and after words; with ``speech_penalty`` > 0 the search also pays that much per
+frame of speech spent outside every word (before the first, between two, after the
+last), so that each stretch of speech is claimed by a word and each word boundary seeks a
+pause. Where a word holds a pause of its own (a long stop closure) or two words run
+together, the two costs are weighed against each other and against the model. A model
+that spikes a word early, in the silence before it is spoken (a model trained on fixed
+sentence templates predicts them), then has its tokens moved into the next stretch of
+speech, and each pause tends to fall between two words, where ``refine_word_spans`` then
+finds it.
 
 A pause is at least ``min_pause_s`` long, so the closure of a stop consonant inside a
-word is not taken for one. Speech is a window more than ``margin_db`` above the noise
-floor, the ``floor_percentile``-th percentile of the utterance's window energies; a pause's
-edges then yield to the windows beside it that are more than ``edge_margin_db`` above the
-floor (``pause_runs``).
+word is not taken for one. Speech is a window (its mean removed, so that an offset or
+rumble does not count) more than ``margin_db`` above the noise floor, the
+``floor_percentile``-th percentile of the utterance's window energies; loud blips of at
+most ``min_speech_s`` with quiet on both sides (clicks, noise bursts) count as pause; a
+pause's edges then yield to the windows beside it that are more than ``edge_margin_db``
+above the floor (``pause_runs``).
 """
 from __future__ import annotations
 
@@ -53,15 +60,21 @@ class RefineConf:
     floor_percentile: float = 10.0
     hop_s: float = 0.01
     edge_margin_db: float = 3.0
-    pause_penalty: float = 10.0
+    pause_penalty: float = 20.0
+    speech_penalty: float = 5.0
+    min_speech_s: float = 0.03
 
 
-def energy_db(samples: np.ndarray, rate: int, hop_s: float = 0.01) -> np.ndarray:
+def energy_db(samples: np.ndarray, rate: int, hop_s: float = 0.01,
+              remove_dc: bool = True) -> np.ndarray:
     """Energy in dB of consecutive non-overlapping windows of ``hop_s`` seconds (a last
-    partial window is dropped)."""
+    partial window is dropped). With ``remove_dc`` each window's mean is taken out first:
+    an offset or a slow drift (rumble, brown noise) is not speech."""
     hop = max(1, int(round(rate * hop_s)))
     n = len(samples) // hop
     frames = np.asarray(samples[: n * hop], dtype=np.float64).reshape(n, hop)
+    if remove_dc:
+        frames = frames - frames.mean(axis=1, keepdims=True)
     return 10.0 * np.log10((frames ** 2).mean(axis=1) + 1e-20)
 
 
@@ -79,6 +92,8 @@ def pause_runs(samples: np.ndarray, rate: int, conf: RefineConf = RefineConf()
         return []
     floor = np.percentile(energy, conf.floor_percentile)
     quiet = energy <= floor + conf.margin_db
+    if conf.min_speech_s > 0:
+        quiet = _bridge_blips(quiet, int(round(conf.min_speech_s / conf.hop_s)))
     edges = np.diff(np.concatenate([[0], quiet.astype(np.int8), [0]]))
     starts, ends = np.nonzero(edges == 1)[0], np.nonzero(edges == -1)[0]
     keep = (ends - starts) * conf.hop_s >= conf.min_pause_s - 1e-9
@@ -94,6 +109,17 @@ def pause_runs(samples: np.ndarray, rate: int, conf: RefineConf = RefineConf()
             lo, hi = int(start), int(end)
         runs.append((lo * conf.hop_s, hi * conf.hop_s))
     return runs
+
+
+def _bridge_blips(quiet: np.ndarray, max_windows: int) -> np.ndarray:
+    """``quiet`` with every run of at most ``max_windows`` loud windows that has quiet
+    windows on both sides turned quiet (a click or a noise burst inside a pause)."""
+    out = quiet.copy()
+    edges = np.diff(np.concatenate([[1], quiet.astype(np.int8), [1]]))
+    for start, end in zip(np.nonzero(edges == -1)[0], np.nonzero(edges == 1)[0]):
+        if 0 < start and end < len(quiet) and end - start <= max_windows:
+            out[start:end] = True
+    return out
 
 
 def pause_fraction(samples: np.ndarray, rate: int, num_frames: int, frame_shift_s: float,
@@ -112,17 +138,20 @@ def pause_fraction(samples: np.ndarray, rate: int, num_frames: int, frame_shift_
     return np.clip(quiet / frame_shift_s, 0.0, 1.0)
 
 
-def pause_bias(pause: np.ndarray, word_starts: Sequence[bool], penalty: float) -> np.ndarray:
+def pause_bias(pause: np.ndarray, word_starts: Sequence[bool], penalty: float,
+               speech_penalty: float = 0.0) -> np.ndarray:
     """(T, 2L + 1) ``state_bias`` for ``align.ctc_forced_align`` over the states ``blank y_1
     blank .. y_L blank``: ``-penalty * pause[t]`` on every token state and on each blank
     between two tokens of one word (``word_starts[j]`` is False for token j, j > 0);
-    0 on the blanks before the first token, after the last, and between words."""
+    ``-speech_penalty * (1 - pause[t])`` on the blanks before the first token, after the
+    last and between words, so that speech outside every word costs too."""
     num_tokens = len(word_starts)
-    per_state = np.zeros(2 * num_tokens + 1, dtype=np.float64)
-    per_state[1::2] = 1.0
+    in_word = np.zeros(2 * num_tokens + 1, dtype=np.float64)
+    in_word[1::2] = 1.0
     for j in range(1, num_tokens):
-        per_state[2 * j] = 0.0 if word_starts[j] else 1.0
-    return -penalty * np.outer(pause, per_state)
+        in_word[2 * j] = 0.0 if word_starts[j] else 1.0
+    return (-penalty * np.outer(pause, in_word)
+            - speech_penalty * np.outer(1.0 - pause, 1.0 - in_word))
 
 
 def _longest(runs: Sequence[Tuple[float, float]], lo: float, hi: float, after: float

@@ -82,7 +82,7 @@ Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in co
   --data_type TYPE             shard | raw
   --checkpoint FILE            resume training
   --init_checkpoint FILE       start training from another experiment's weights, e.g.
-                               exp/synth_train_conformer/avg_2.pt (output layers and
+                               exp/synth_train_zipformer/avg_2.pt (output layers and
                                CMVN excepted: --init_exclude REGEX)
   --units_from DIR             stage 2 takes DIR/bpe.model and DIR/units.txt (the pretrained
                                model's, as stage 6 leaves them) instead of training new units;
@@ -131,7 +131,7 @@ run_stage() { [ "${stage}" -le "$1" ] && [ "${stop_stage}" -ge "$1" ]; }
 case "${corpus}" in
   synth)
     : "${data_root:=corpus/synth}"; [ "${nbpe}" -gt 0 ] || nbpe=128
-    : "${test_sets:=test}"; : "${train_config:=conf/train_conformer.yaml}"
+    : "${test_sets:=test}"; : "${train_config:=conf/train_zipformer.yaml}"
     [ "${average_num}" -gt 0 ] || average_num=2 ;;
   synth_broad)
     : "${data_root:=corpus/synth_broad}"; [ "${nbpe}" -gt 0 ] || nbpe=500

@@ -1,6 +1,6 @@
 """Transcription throughput: seconds of audio transcribed per second of wall time.
 
-    . ./path.sh && python bench/transcribe.py --model_dir exp/synth_train_conformer \
+    . ./path.sh && python bench/transcribe.py --model_dir exp/synth_train_zipformer \
         --data_list raw_wav/test/data.list --data_type shard
 
 The audio of the list is decoded into memory first (not timed); then, for each batch

@@ -4,7 +4,7 @@
 Reads EXP_DIR/{N}.yaml: ``cv_loss``, and ``train_loss`` (the epoch's mean training
 loss per utterance) when the executor recorded it.
 
-    python tools/plot_losses.py --exp_dir exp/synth_train_conformer [--out exp/.../loss.png]
+    python tools/plot_losses.py --exp_dir exp/synth_train_zipformer [--out exp/.../loss.png]
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ Reads EXP_DIR/train.yaml and {N}.yaml, and for each test set EXP_DIR/SET/<mode>/
 Prints the WER/RTF table(s) to stdout. A requested mode without a ``wer`` file is
 an error naming the file.
 
-    python tools/summarize_results.py --exp_dir exp/synth_train_conformer --test_set test \\
+    python tools/summarize_results.py --exp_dir exp/synth_train_zipformer --test_set test \\
         --modes "ctc_greedy_search attention_rescoring" [--checkpoint .../avg_5.pt]
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 ``wenet.load_model(model_dir)`` gives a :class:`wenet.decode.recognizer.Recognizer`::
 
     import wenet
-    asr = wenet.load_model("exp/synth_train_conformer")
+    asr = wenet.load_model("exp/synth_train_zipformer")
     for r in asr.transcribe(["a.wav", "b.flac"], nbest=3, timestamps=True):
         print(r.key, r.text, r.words)
 

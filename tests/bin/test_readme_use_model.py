@@ -1,5 +1,5 @@
 """The README's "Use a trained model" commands run as written on a model dir laid out like
-the main job's (exp/synth_train_conformer with train.yaml, avg_2.pt and final.zip but, as a
+the main job's (exp/synth_train_zipformer with train.yaml, avg_2.pt and final.zip but, as a
 run whose stage 6 predates the copy, no units.txt; data/lang_char BPE model and units;
 raw_wav/test wav.scp, text and a shard data.list; corpus/synth/wav/test audio). The tiny
 model is randomly initialised (its CTC head sharpened so hypotheses are not empty): the
@@ -16,11 +16,12 @@ import soundfile as sf
 
 from tests.common import REPO
 from tests.tiny_experiment import tiny_config, write_experiment
+from tests.zipformer.test_encoder import TINY
 
 SENTENCES = ["BOOK A TABLE FOR THE TWENTY THIRD OF SEPTEMBER", "THE DATE IS THE TWELFTH OF MARCH",
              "MY NUMBER IS NINE EIGHT THREE", "SET AN ALARM FOR SEVEN"]
 KEYS = [f"synth-test{i:05d}" for i in range(len(SENTENCES))]
-EXP = "exp/synth_train_conformer"
+EXP = "exp/synth_train_zipformer"
 
 
 def readme_blocks():
@@ -31,9 +32,9 @@ def readme_blocks():
 
 
 def _config(vocab):
-    """The main job's conformer (conv2d front end, 80 bins, JSON CMVN), tiny."""
-    return tiny_config({
-        "encoder_conf": {"input_layer": "conv2d"},
+    """The main job's Zipformer (80 bins, JSON CMVN, one attention-decoder block), tiny."""
+    config = tiny_config({
+        "encoder": "zipformer",
         "decoder": "transformer", "decoder_conf": {"r_num_blocks": None},
         "model_conf": {"ctc_weight": 0.5, "reverse_weight": None},
         "dataset_conf": {"fbank_conf": {"num_mel_bins": 80, "dither": 0.1},
@@ -42,6 +43,8 @@ def _config(vocab):
         "input_dim": 80, "output_dim": vocab, "cmvn_file": "raw_wav/train/global_cmvn",
         "is_json_cmvn": True,
     })
+    config["encoder_conf"] = dict(TINY)
+    return config
 
 
 def _run(cmd, cwd, **kw):

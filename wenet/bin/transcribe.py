@@ -1,6 +1,6 @@
 """Transcribe audio with a trained model directory: no transcript needed.
 
-    python wenet/bin/transcribe.py --model_dir exp/synth_train_conformer a.wav b.flac
+    python wenet/bin/transcribe.py --model_dir exp/synth_train_zipformer a.wav b.flac
     python wenet/bin/transcribe.py --model_dir DIR --format json --nbest 3 --timestamps wav.scp
     find audio/ -name '*.wav' | python wenet/bin/transcribe.py --model_dir DIR -
 

@@ -18,9 +18,9 @@ Word times are CTC's (a word starts at the first frame of its first token and en
 after the last frame of its last token; frame ``f`` is at ``f`` x subsampling x frame
 shift seconds). ``--refine_boundaries`` lets the audio's pauses steer the search (a token,
 or the stretch between two tokens of one word, costs ``--pause_penalty`` per frame of
-pause, and speech outside every word costs ``--speech_penalty`` per frame) and then moves word boundaries to the pauses found between the words' spikes
-(``wenet/decode/pauses.py``; where words are spoken without a pause the boundary stays
-where CTC put it).
+pause, and speech outside every word costs ``--speech_penalty`` per frame) and then moves
+word boundaries to the pauses found between the words' spikes (``wenet/decode/pauses.py``;
+where words are spoken without a pause the boundary stays where CTC put it).
 """
 from __future__ import annotations
 

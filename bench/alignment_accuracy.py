@@ -3,10 +3,10 @@
 
 Each test utterance is built from words synthesised one at a time
 (``local/synth/word_chain.py``: the built-in corpus's engines and held-out test voices;
-words from the corpus vocabulary, which the units cover), each trimmed to its speech (first/last 10 ms
-window within ``--trim_db`` of the word's loudest one), joined with silences of
-``--min_gap``..``--max_gap`` seconds, padded at both ends, with noise added at
-``--snr_db`` like the corpus's augmentation. The true start and end of every word
+words from the corpus vocabulary, which the units cover), each trimmed to its speech
+(first/last 10 ms window within ``--trim_db`` of the word's loudest one), joined with
+silences of ``--min_gap``..``--max_gap`` seconds, padded at both ends, with noise added
+at ``--snr_db`` like the corpus's augmentation (60: near clean). The true start and end of every word
 are therefore known to the sample.
 
 The utterances are aligned to their transcripts with a trained model twice: with
@@ -17,9 +17,9 @@ with the same token-to-word grouping. Printed: the fraction of word boundaries
 distribution per kind of boundary, and how often the two aligners agree.
 
     . ./path.sh && python bench/alignment_accuracy.py \\
-        --exp_dir /work/mainjob/exp/synth_train_conformer \\
-        --dict /work/mainjob/data/lang_char/train_unigram128_units.txt \\
-        --bpe_model /work/mainjob/data/lang_char/train_unigram128.model
+        --exp_dir exp/synth_train_zipformer \\
+        --dict data/lang_char/train_unigram128_units.txt \\
+        --bpe_model data/lang_char/train_unigram128.model [--snr_db 60]
 """
 from __future__ import annotations
 

@@ -56,7 +56,8 @@ def utterances(tmp_path_factory):
 
 
 def test_nine_in_ten_boundaries_within_50_ms(utterances):
-    errors = np.abs(np.concatenate([_errors(wav, truth, RefineConf()) for wav, truth in utterances]))
+    errors = np.abs(np.concatenate([_errors(wav, truth, RefineConf())
+                                    for wav, truth in utterances]))
     assert len(errors) >= 48
     assert (errors <= 0.05).mean() >= 0.9
 

@@ -6,8 +6,8 @@ Each test utterance is built from words synthesised one at a time
 words from the corpus vocabulary, which the units cover), each trimmed to its speech
 (first/last 10 ms window within ``--trim_db`` of the word's loudest one), joined with
 silences of ``--min_gap``..``--max_gap`` seconds, padded at both ends, with noise added
-at ``--snr_db`` like the corpus's augmentation (60: near clean). The true start and end of every word
-are therefore known to the sample.
+at ``--snr_db`` like the corpus's augmentation (60: near clean). The true start and end
+of every word are therefore known to the sample.
 
 The utterances are aligned to their transcripts with a trained model twice: with
 ``wenet.decode.align.ctc_forced_align`` (what ``wenet/bin/alignment.py`` runs) and

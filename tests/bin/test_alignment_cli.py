@@ -217,7 +217,8 @@ def test_a_bad_list_line_is_reported_by_its_place(setup, tmp_path):
 
 
 def test_refined_words_sit_on_pause_edges(setup, tmp_path):
-    """--refine_boundaries without the pause-steered search (--pause_penalty 0) and with one
+    """--refine_boundaries without the pause-steered search (--pause_penalty 0
+    --speech_penalty 0) and with one
     threshold (edge margin = margin): token times unchanged; each word boundary either
     stays where CTC put it or moved onto the edge of a pause of the audio: a start where
     one ends, an end where one begins (brute force: the energy of every 10 ms window,
@@ -237,7 +238,7 @@ def test_refined_words_sit_on_pause_edges(setup, tmp_path):
     for name, extra in (("raw", []), ("ref", ["--refine_boundaries", "--refine_slack", "0.1",
                                               "--refine_margin_db", "10",
                                               "--refine_edge_margin_db", "10",
-                                              "--pause_penalty", "0",
+                                              "--pause_penalty", "0", "--speech_penalty", "0",
                                               "--refine_min_pause", "0.05"])):
         outs[name] = tmp_path / name
         outs[name].mkdir()

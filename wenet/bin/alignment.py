@@ -73,7 +73,7 @@ def get_parser() -> argparse.ArgumentParser:
                    help="a pause's edges give way to windows this far above the floor, dB")
     p.add_argument("--pause_penalty", type=float, default=RefineConf.pause_penalty,
                    help="with --refine_boundaries: the search's cost per encoder frame of "
-                        "pause spent inside a word (0: plain CTC Viterbi)")
+                        "pause spent inside a word (0 with --speech_penalty 0: plain CTC Viterbi)")
     p.add_argument("--speech_penalty", type=float, default=RefineConf.speech_penalty,
                    help="with --refine_boundaries: the search's cost per encoder frame of "
                         "speech outside every word (0: none)")

@@ -102,10 +102,11 @@ def read_data_list(data_list: str, data_type: str = "raw") -> Iterator[Union[dic
 class Aligner:
     """A model with a CTC head, its units and features: ``prepare`` a sample, then
     ``align`` a batch of prepared utterances. With ``refine`` given, the audio's pauses
-    steer the search when ``refine.pause_penalty`` > 0 (``pauses.pause_bias``) and word
-    boundaries are moved to them (``pauses.refine_word_spans``); token spans stay the
-    search's frames. ``decoding_chunk_size``/``num_decoding_left_chunks`` are the
-    encoder's (``model.encode``; -1: full context)."""
+    steer the search when ``refine.pause_penalty`` or ``refine.speech_penalty`` > 0
+    (``pauses.pause_bias``) and word boundaries are moved to them
+    (``pauses.refine_word_spans``); token spans stay the search's frames.
+    ``decoding_chunk_size``/``num_decoding_left_chunks`` are the encoder's
+    (``model.encode``; -1: full context)."""
 
     def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer,
                  feature_conf: FeatureConf, device: Union[str, torch.device] = "cpu",
@@ -173,7 +174,7 @@ class Aligner:
         if refine is not None:  # the pauses, found once for the search and the snapping
             samples = utt.wav.double().numpy()
             runs = pause_runs(samples, utt.sample_rate, refine)
-        if refine is not None and refine.pause_penalty > 0:
+        if refine is not None and (refine.pause_penalty > 0 or refine.speech_penalty > 0):
             pause = pause_fraction(samples, utt.sample_rate, logp.size(0), self.frame_shift_s,
                                    refine, runs)
             bias = pause_bias(pause, [starts_word(u) for u in utt.units], refine.pause_penalty,

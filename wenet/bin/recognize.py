@@ -47,6 +47,7 @@ from wenet.dataset.tokenizer import Tokenizer
 from wenet.decode import MODES, DecodeOptions, check_modes, decode
 from wenet.decode.align import frame_shift_seconds
 from wenet.decode.context_graph import ContextGraph
+from wenet.decode.ctc_lm import LMFusion
 from wenet.decode.model_dir import LoadedModel
 from wenet.decode.recognizer import Recognizer
 from wenet.eval.timing_formats import ctm_lines
@@ -93,6 +94,16 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
                         "attention rescoring and transducer beam search")
     p.add_argument("--context_score", type=float, default=3.0,
                    help="hotwords: bonus per matched unit")
+    p.add_argument("--lm_path", default=None,
+                   help="word n-gram LM (ARPA, e.g. from tools/train_ngram.py) fused into the "
+                        "CTC prefix beam search (so also attention rescoring's n-best)")
+    p.add_argument("--lm_weight", type=float, default=0.5,
+                   help="--lm_path: weight of the LM's natural-log score")
+    p.add_argument("--word_bonus", type=float, default=0.0,
+                   help="--lm_path: score added per recognised word")
+    p.add_argument("--lm_open_vocab", action="store_true",
+                   help="--lm_path: allow words outside the LM's vocabulary (scored as <unk>); "
+                        "by default only its words can be recognised")
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -144,10 +155,13 @@ def decode_options(args: argparse.Namespace, tokenizer: Optional[Tokenizer] = No
                    ) -> DecodeOptions:
     """The search settings of the command line (``--blank_skip_threshold`` <= 0: off;
     ``--context_list_path`` compiled with ``tokenizer``)."""
-    graph = None
+    graph = fusion = None
     if args.context_list_path:
         graph = ContextGraph.from_file(args.context_list_path, tokenizer, args.context_score)
-    return DecodeOptions(context_graph=graph,
+    if getattr(args, "lm_path", None):
+        fusion = LMFusion.from_arpa(args.lm_path, tokenizer.symbol_table, args.lm_weight,
+                                    args.word_bonus, not args.lm_open_vocab)
+    return DecodeOptions(context_graph=graph, lm_fusion=fusion,
         beam_size=args.beam_size, ctc_weight=args.ctc_weight,
         transducer_weight=args.transducer_weight, reverse_weight=args.reverse_weight,
         length_penalty=args.penalty, max_sym_per_frame=args.max_sym_per_frame,

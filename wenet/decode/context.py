@@ -24,6 +24,7 @@ import torch
 
 from wenet.decode.context_graph import ContextGraph
 from wenet.decode.ctc import ctc_prefix_beam_search
+from wenet.decode.ctc_lm import LMFusion, ctc_lm_prefix_beam_search
 from wenet.decode.hyps import NBest
 from wenet.decode.transducer import rnnt_beam_search
 
@@ -43,6 +44,7 @@ class DecodeOptions:
     max_sym_per_frame: int = 1       # rnnt_greedy_search: labels per frame at most
     context_graph: Optional[ContextGraph] = None  # hotword biasing (context_graph.py)
     rnnt_length_norm: bool = False   # rnnt_beam_search: rank the n-best by score per token
+    lm_fusion: Optional[LMFusion] = None  # word n-gram LM in the CTC prefix search (ctc_lm.py)
 
 
 class ModeResult(NamedTuple):
@@ -119,10 +121,17 @@ class BatchContext:
     @property
     def ctc_nbest(self) -> List[NBest]:
         """The CTC prefix beam search n-best of every utterance."""
+        o = self.options
+        if o.lm_fusion is not None:
+            if o.context_graph is not None:
+                raise ValueError("hotword biasing and an n-gram LM together are not supported: "
+                                 "give --context_list_path or --lm_path")
+            return self.shared("ctc_nbest", lambda: ctc_lm_prefix_beam_search(
+                self.ctc_logprobs, self.encoder_lens, o.beam_size, o.lm_fusion,
+                blank_skip_threshold=o.blank_skip_threshold))
         return self.shared("ctc_nbest", lambda: ctc_prefix_beam_search(
-            self.ctc_logprobs, self.encoder_lens, self.options.beam_size,
-            blank_skip_threshold=self.options.blank_skip_threshold,
-            context_graph=self.options.context_graph))
+            self.ctc_logprobs, self.encoder_lens, o.beam_size,
+            blank_skip_threshold=o.blank_skip_threshold, context_graph=o.context_graph))
 
     @property
     def transducer_nbest(self) -> List[NBest]:

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Train a word n-gram language model (interpolated Kneser-Ney) and write it as ARPA.
+
+Each ``--text`` file holds one sentence per line, already normalised as the
+recipe's transcripts are (tools/normalize_text.py); with ``--has_key`` the first
+field of each line is an utterance key (a Kaldi ``text`` file) and is dropped.
+``FILE:N`` counts that file's sentences N times, so a small in-domain text can
+weigh as much as a large general one.  Use the model in decoding with
+``recognize.py`` / ``transcribe.py --lm_path``.
+
+    tools/train_ngram.py --order 3 --has_key --text data/train/text:4 \\
+        --text corpus/extra_sentences.txt --out data/lm/3gram.arpa
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import sys
+from typing import Iterator, List, Optional, Tuple
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from wenet.decode.ngram import NgramLM, train_kneser_ney  # noqa: E402
+from wenet.utils.file_utils import text_lines  # noqa: E402
+
+
+def _text_arg(value: str) -> Tuple[str, int]:
+    path, sep, times = value.rpartition(":")
+    if not sep or not times.isdigit() or int(times) < 1:
+        return value, 1
+    return path, int(times)
+
+
+def sentences(path: str, has_key: bool) -> Iterator[List[str]]:
+    """The word lists of a text file (keys dropped with ``has_key``; empty lines skipped)."""
+    for _, line in text_lines(path):
+        words = line.split()
+        if has_key:
+            words = words[1:]
+        if words:
+            yield words
+
+
+def perplexity(lm: NgramLM, path: str, has_key: bool) -> Tuple[float, int, int]:
+    """(perplexity, words, OOV words) of ``path`` under ``lm``, ``</s>`` counted as a word."""
+    total, n, oov = 0.0, 0, 0
+    for words in sentences(path, has_key):
+        total += lm.sentence_log10_prob(words)
+        n += len(words) + 1
+        oov += sum(w not in lm.vocab for w in words)
+    return 10 ** (-total / max(n, 1)), n, oov
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--text", action="append", required=True, type=_text_arg,
+                   help="training text, one sentence per line; FILE:N repeats it N times")
+    p.add_argument("--has_key", action="store_true", help="drop the first field of each line")
+    p.add_argument("--order", type=int, default=3)
+    p.add_argument("--out", required=True, help="ARPA file to write")
+    p.add_argument("--eval_text", default=None,
+                   help="also print the perplexity of this text (same format as --text)")
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    args = get_parser().parse_args(argv)
+
+    def all_sentences() -> Iterator[List[str]]:
+        for path, times in args.text:
+            for _ in range(times):
+                yield from sentences(path, args.has_key)
+    lm = train_kneser_ney(all_sentences(), args.order)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    lm.write_arpa(args.out)
+    logging.info("wrote %s (%d words)", args.out, len(lm.vocab))
+    if args.eval_text:
+        ppl, n, oov = perplexity(lm, args.eval_text, args.has_key)
+        print(f"{args.eval_text}: perplexity {ppl:.1f} over {n} words "
+              f"({oov} outside the vocabulary, {100.0 * oov / max(n, 1):.1f} %)")
+        if math.isinf(ppl):
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -58,6 +58,15 @@ nbest=1                 # > 1: also write $dir/<set>/<mode>/nbest (JSON lines)
 timestamps=false        # true: also write $dir/<set>/<mode>/ctm (word times, CTC alignment)
 context_list_path=      # hotwords: one phrase per line, biased in the searches
 context_score=3.0       # hotwords: bonus per matched unit
+lm_order=0              # > 0: stage 2 also trains a word N-gram LM (tools/train_ngram.py) on the
+                        # training text and lm_extra_text, and stage 5 decodes with it
+lm_extra_text=          # more LM training text: one sentence per line, normalised like the transcripts
+lm_broad_text=false     # true: the LM also learns the broad corpus's 168 k sentences (wordnet-base,
+                        # fortunes: tools/install.sh installs them; local/synth_broad/lm_text.py)
+lm_path=                # stage 5: a word ARPA LM fused into the CTC prefix beam search (so also
+                        # attention rescoring); empty: stage 2's with lm_order > 0, else none
+lm_weight=0.5           # stage 5 with an LM: weight of its log-probability (chosen on speechocean762 dev)
+word_bonus=2.0          # stage 5 with an LM: score per word, against the LM's cost per word
 
 help_message="Usage: $0 [options]
 Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in corpus).
@@ -110,7 +119,7 @@ option_types=(
   use_model_avg=bool average_num=uint decode_modes=nonempty
   beam_size=posint ctc_weight=float reverse_weight=float decoding_chunk_size=int
   num_decoding_left_chunks=int simulate_streaming=bool gpu=int nbest=posint timestamps=bool
-  context_score=float
+  context_score=float lm_order=uint lm_broad_text=bool lm_weight=float word_bonus=float
 )
 # Parsed before the cd (parse_options.sh reads this script to learn its options) and
 # before path.sh, so --help and bad values never wait for the virtualenv's installation.
@@ -162,6 +171,13 @@ if run_stage 2 && [ -n "${units_from}" ]; then
   for f in bpe.model units.txt; do
     [ -f "${units_from}/${f}" ] || die "--units_from takes a model dir holding bpe.model and units.txt; no such file '${units_from}/${f}'"
   done
+fi
+[ -n "${lm_path}" ] || [ "${lm_order}" -eq 0 ] || lm_path=data/lm/${train_set}_${lm_order}gram.arpa
+if run_stage 2 && [ "${lm_order}" -gt 0 ] && [ -n "${lm_extra_text}" ]; then
+  [ -f "${lm_extra_text}" ] || die "--lm_extra_text takes a text file; no such file '${lm_extra_text}'"
+fi
+if run_stage 5 && [ -n "${lm_path}" ] && ! { run_stage 2 && [ "${lm_order}" -gt 0 ]; }; then
+  [ -f "${lm_path}" ] || die "--lm_path takes an ARPA file; no such file '${lm_path}'"
 fi
 if run_stage 5 && [ -n "${context_list_path}" ]; then
   [ -f "${context_list_path}" ] || die "--context_list_path takes a phrase file; no such file '${context_list_path}'"
@@ -243,6 +259,18 @@ elif run_stage 2; then
   stage_done 2
 fi
 
+if run_stage 2 && [ "${lm_order}" -gt 0 ]; then
+  banner 2 "word ${lm_order}-gram LM"
+  lm_texts=(--text "data/lang_char/input_${train_set}.txt")
+  [ -z "${lm_extra_text}" ] || lm_texts+=(--text "${lm_extra_text}")
+  if "${lm_broad_text}"; then
+    python -m local.synth_broad.lm_text data/lm/broad_sentences.txt
+    lm_texts+=(--text data/lm/broad_sentences.txt)
+  fi
+  python tools/train_ngram.py --order "${lm_order}" --out "${lm_path}" "${lm_texts[@]}"
+  stage_done 2
+fi
+
 if run_stage 3; then
   banner 3 "data lists (${data_type})"
   for x in "${dev_set}" ${test_sets} "${train_set}"; do
@@ -297,7 +325,8 @@ if run_stage 5; then
   decode_opts=(--beam_size "${beam_size}" --ctc_weight "${ctc_weight}"
     --reverse_weight "${reverse_weight}" --decoding_chunk_size "${decoding_chunk_size}"
     --num_decoding_left_chunks "${num_decoding_left_chunks}" --nbest "${nbest}"
-    ${context_list_path:+--context_list_path "${context_list_path}" --context_score "${context_score}"})
+    ${context_list_path:+--context_list_path "${context_list_path}" --context_score "${context_score}"}
+    ${lm_path:+--lm_path "${lm_path}" --lm_weight "${lm_weight}" --word_bonus "${word_bonus}"})
   batch_size=16
   if "${simulate_streaming}"; then decode_opts+=(--simulate_streaming); batch_size=1; fi
   if "${timestamps}"; then decode_opts+=(--timestamps); fi

@@ -138,3 +138,13 @@ def test_cache_is_read_back_and_remade_when_stale(tmp_path):
         f.write("Haste makes waste.\n%\n")
     again = load_sentences(cache, wordnet, fortunes)
     assert again == expected + [Sentence("fortunes", "HASTE MAKES WASTE", "haste makes waste.")]
+
+
+def test_lm_text_is_the_sentences_text_column(tmp_path):
+    from local.synth_broad.lm_text import main as lm_text_main
+    wordnet, fortunes = _fake_install(tmp_path)
+    out = tmp_path / "lm" / "broad.txt"
+    lm_text_main([str(out), "--wordnet_dir", wordnet, "--fortune_dir", fortunes])
+    assert out.read_text().splitlines() == [s.text for s in load_sentences(
+        str(tmp_path / "other.tsv"), wordnet, fortunes)]
+    assert (tmp_path / "lm" / "broad.tsv").exists()  # the cache beside it

@@ -248,3 +248,77 @@ def test_units_from_copies_a_pretrained_models_units_and_keeps_its_output_layers
     assert "[--dict] [data/lang_char/train_unigram128_units.txt]" in launch
     assert ("[--init_exclude] [^(encoder\\.global_cmvn\\.|ctc\\.ctc_lo\\.|"
             "decoder\\.(.*\\.)?(embed|output_layer)\\.)]") in launch
+
+
+LM_BAD = [
+    (["--lm_order", "x"], "--lm_order takes a non-negative integer (0, 1, 2, ...), not 'x'"),
+    (["--lm_broad_text", "yes"], "--lm_broad_text takes true or false, not 'yes'"),
+    (["--lm_weight", "heavy"], "--lm_weight takes a number"),
+    (["--stage", "5", "--stop_stage", "5", "--lm_path", "missing.arpa"],
+     "--lm_path takes an ARPA file; no such file 'missing.arpa'"),
+    (["--stage", "2", "--stop_stage", "2", "--lm_order", "3", "--lm_extra_text", "missing.txt"],
+     "--lm_extra_text takes a text file; no such file 'missing.txt'"),
+]
+
+
+@pytest.mark.parametrize("args, message", LM_BAD, ids=[" ".join(a) for a, _ in LM_BAD])
+def test_bad_lm_options_stop_run_sh_before_anything_runs(recipe: Path, args: List[str], message: str):
+    r = run_sh(recipe, BASE + args)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stderr.splitlines()[0].startswith(f"./run.sh: {message}")
+    assert calls(recipe) == []
+
+
+PY_STUB = ("import os, sys\n"
+           "open('calls.log', 'a').write(' '.join([os.path.basename(sys.argv[0])]"
+           " + [f'[{a}]' for a in sys.argv[1:]]) + '\\n')\n"
+           "if '--result_dir' in sys.argv:\n"
+           "    out = sys.argv[sys.argv.index('--result_dir') + 1]\n"
+           "    for m in sys.argv[sys.argv.index('--modes') + 1].split():\n"
+           "        os.makedirs(os.path.join(out, m), exist_ok=True)\n")
+
+
+def test_stage_2_trains_the_lm_and_stage_5_decodes_with_it(recipe: Path):
+    """--lm_order N: stage 2 trains an N-gram on the training text plus --lm_extra_text
+    (the same model as train_kneser_ney on those sentences), stage 5 passes it to
+    recognize.py with the weight and bonus; --lm_path alone gives stage 5 that file."""
+    import os
+    import sys
+    from wenet.decode.ngram import NgramLM, train_kneser_ney
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+               LC_ALL="C")
+    for tool in ("spm_train", "spm_encode", "make_units.sh", "train_ngram.py"):
+        shutil.copy(ROOT / "tools" / tool, recipe / "tools" / tool)
+    (recipe / "wenet").symlink_to(ROOT / "wenet")
+    (recipe / "data" / "train").mkdir(parents=True)
+    (recipe / "data" / "train" / "text").write_text(
+        "u1 THE CAT SAT\nu2 A CAT RAN\nu3 THE RAT SAT ON A MAT\n")
+    (recipe / "extra.txt").write_text("A DOG SAT\nTHE DOG RAN ON\n")
+    r = subprocess.run(["./run.sh", "--stage", "2", "--stop_stage", "2", "--nbpe", "16",
+                        "--lm_order", "2", "--lm_extra_text", "extra.txt"], cwd=recipe,
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    sents = [s.split() for s in ["THE CAT SAT", "A CAT RAN", "THE RAT SAT ON A MAT",
+                                 "A DOG SAT", "THE DOG RAN ON"]]
+    got = NgramLM.read_arpa(str(recipe / "data" / "lm" / "train_2gram.arpa"))
+    want = train_kneser_ney(sents, 2)
+    assert got.probs == want.probs and got.backoffs == want.backoffs
+
+    for script in ("wenet_stub/bin/average_model.py", "wenet_stub/bin/recognize.py",
+                   "tools/compute-wer.py", "tools/plot_losses.py", "tools/summarize_results.py"):
+        (recipe / script).parent.mkdir(parents=True, exist_ok=True)
+        (recipe / script).write_text(PY_STUB)
+    (recipe / "wenet").unlink()
+    (recipe / "wenet_stub").rename(recipe / "wenet")
+    for extra, lm in ((["--lm_order", "2", "--word_bonus", "1.5"], "data/lm/train_2gram.arpa"),
+                      (["--lm_path", "extra.txt"], "extra.txt"), ([], None)):
+        (recipe / "calls.log").unlink(missing_ok=True)
+        r = run_sh(recipe, ["--stage", "5", "--stop_stage", "5", "--decode_modes",
+                            "attention_rescoring", *extra])
+        assert r.returncode == 0, r.stderr
+        [rec] = [c for c in calls(recipe) if c.startswith("recognize.py")]
+        if lm is None:
+            assert "--lm_path" not in rec
+        else:
+            bonus = "1.5" if "--word_bonus" in extra else "2.0"
+            assert f"[--lm_path] [{lm}] [--lm_weight] [0.5] [--word_bonus] [{bonus}]" in rec

@@ -88,3 +88,19 @@ def test_the_lm_picks_the_likelier_word_sequence():
 def test_units_without_word_marks_are_refused():
     with pytest.raises(ValueError, match="word-piece units"):
         LMFusion(LM, ["<blank>", "a", "b"])
+
+
+def test_a_frame_whose_top_units_are_all_refused_keeps_the_beam():
+    # beam 1: the middle frame's only expanded unit is <unk>, which the vocabulary refuses
+    probs = torch.full((1, 3, len(UNITS)), 1e-3)
+    probs[0, 0, 1] = 0.9                          # "▁A"
+    probs[0, 1, 5], probs[0, 1, 0] = 0.6, 0.3     # <unk> over blank
+    probs[0, 2, 0] = 0.9
+    lp = (probs / probs.sum(-1, keepdim=True)).log()
+    fusion = LMFusion(LM, UNITS, weight=0.5)
+    [nbest] = ctc_lm_prefix_beam_search(lp, torch.tensor([3]), 1, fusion,
+                                        blank_skip_threshold=None)
+    assert [p for p, _ in nbest] == [(1,)]
+    lp64 = lp.double()  # the search adds in float64
+    ctc = lp64[0, 0, 1] + lp64[0, 1, 0] + lp64[0, 2, 0]
+    assert nbest[0][1] == pytest.approx(float(ctc) + _fused((1,), 0.5, 0.0, True), abs=1e-9)

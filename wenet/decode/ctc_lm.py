@@ -201,6 +201,8 @@ def _search_one(lp: List[List[float]], topk_lp: List[List[float]], topk_ids: Lis
                 if info_of(new) is None:
                     continue
                 add(new, NEG_INF, (pb if u == last else total) + lu)
+        if not nxt:  # every top unit was refused: the frame counts as blank, the beam lives on
+            nxt = {p: [_logadd(pb, pnb) + lp_blank, NEG_INF] for p, (pb, pnb) in beam.items()}
         ranked = sorted(nxt.items(), key=lambda kv: -(_logadd(*kv[1]) + infos[kv[0]].score))
         beam = dict(ranked[:beam_size])
     nbest = []

@@ -158,7 +158,7 @@ def decode_options(args: argparse.Namespace, tokenizer: Optional[Tokenizer] = No
     graph = fusion = None
     if args.context_list_path:
         graph = ContextGraph.from_file(args.context_list_path, tokenizer, args.context_score)
-    if getattr(args, "lm_path", None):
+    if args.lm_path:
         fusion = LMFusion.from_arpa(args.lm_path, tokenizer.symbol_table, args.lm_weight,
                                     args.word_bonus, not args.lm_open_vocab)
     return DecodeOptions(context_graph=graph, lm_fusion=fusion,

@@ -54,7 +54,8 @@ decoding_chunk_size=-1  # -1 full context; N > 0: chunks of N encoder frames (st
 num_decoding_left_chunks=-1  # with decoding_chunk_size: left chunks seen, -1 all
 simulate_streaming=false     # encode chunk by chunk with caches (one utterance per batch)
 gpu=-1                  # stage 5: GPU index for recognition, -1 CPU
-nbest=1                 # > 1: also write $dir/<set>/<mode>/nbest (JSON lines)
+nbest=1                 # > 1: also write $dir/<set>/<mode>/nbest (JSON lines) and its oracle WER
+                        # ($dir/<set>/<mode>/oracle, tools/nbest_oracle.py)
 timestamps=false        # true: also write $dir/<set>/<mode>/ctm (word times, CTC alignment)
 context_list_path=      # hotwords: one phrase per line, biased in the searches
 context_score=3.0       # hotwords: bonus per matched unit
@@ -339,6 +340,10 @@ if run_stage 5; then
     for mode in ${decode_modes}; do
       python tools/compute-wer.py --char=0 --v=1 "data/${x}/text" \
         "${dir}/${x}/${mode}/text" > "${dir}/${x}/${mode}/wer"
+      if [ "${nbest}" -gt 1 ]; then  # how much rescoring the lists could still gain
+        python tools/nbest_oracle.py "data/${x}/text" "${dir}/${x}/${mode}/nbest" \
+          --depths 1 "${nbest}" > "${dir}/${x}/${mode}/oracle"
+      fi
     done
   done
   # loss plot (when the dir holds epoch yamls) and $dir/RESULTS.md; prints WER + RTF per mode

@@ -281,7 +281,8 @@ PY_STUB = ("import os, sys\n"
 def test_stage_2_trains_the_lm_and_stage_5_decodes_with_it(recipe: Path):
     """--lm_order N: stage 2 trains an N-gram on the training text plus --lm_extra_text
     (the same model as train_kneser_ney on those sentences), stage 5 passes it to
-    recognize.py with the weight and bonus; --lm_path alone gives stage 5 that file."""
+    recognize.py with the weight and bonus; --lm_path alone gives stage 5 that file.
+    (--nbest N: stage 5 also writes each mode's n-best oracle WER.)"""
     import os
     import sys
     from wenet.decode.ngram import NgramLM, train_kneser_ney
@@ -310,6 +311,12 @@ def test_stage_2_trains_the_lm_and_stage_5_decodes_with_it(recipe: Path):
         (recipe / script).write_text(PY_STUB)
     (recipe / "wenet").unlink()
     (recipe / "wenet_stub").rename(recipe / "wenet")
+    (recipe / "tools" / "nbest_oracle.py").write_text(PY_STUB)
+    r = run_sh(recipe, ["--stage", "5", "--stop_stage", "5", "--decode_modes",
+                        "attention_rescoring", "--nbest", "4", "--test_sets", "dev"])
+    assert r.returncode == 0, r.stderr
+    assert ("nbest_oracle.py [data/dev/text] [exp/synth_train_zipformer/dev/attention_rescoring/"
+            "nbest] [--depths] [1] [4]") in calls(recipe)
     for extra, lm in ((["--lm_order", "2", "--word_bonus", "1.5"], "data/lm/train_2gram.arpa"),
                       (["--lm_path", "extra.txt"], "extra.txt"), ([], None)):
         (recipe / "calls.log").unlink(missing_ok=True)

@@ -4,7 +4,7 @@ The whole chain is assembled in ``Dataset._pipeline``::
 
     data.list (shuffled per epoch, split by rank, then by DataLoader worker)
     → tar shards read as streams / raw JSON lines → decoded audio (mono)
-    → tokenize → filter → resample → speed perturb → fbank
+    → tokenize → filter → resample → speed perturb → fbank (VTLP warp)
     → spec_aug → spec_sub → spec_trim → shuffle buffer → sort buffer → batch → pad
 
 configured by WeNet 2.x's ``dataset_conf`` keys, plus ``cache_features``: keep
@@ -12,16 +12,16 @@ each shard's fbank features (everything up to fbank) in memory after their first
 pass, so that later epochs only augment, shuffle and batch. On a CPU machine the
 fbank of every epoch otherwise competes with training for the same cores. The
 cache lives in the process that iterates the dataset (use ``num_workers`` 0);
-dither noise is then drawn once, and speed perturbation, which must be drawn
-anew each epoch, cannot be combined with it. Under DDP the shards a rank reads
+dither noise is then drawn once, and speed perturbation and VTLP, which must be
+drawn anew each epoch, cannot be combined with it. Under DDP the shards a rank reads
 change from epoch to epoch, so each rank's cache grows towards the whole list
 (memory: ~4 bytes x num_mel_bins x 100 frames per second of audio).
 
 Randomness is seeded so that a pass is reproducible, and ``consume`` can skip
 exactly the batches a run had already trained on before it was interrupted:
 
-- the feature stages never draw from the pass's stream: an utterance's dither in
-  epoch ``e`` comes from a seed of (seed, e, its source, its key), and with the
+- the feature stages never draw from the pass's stream: an utterance's dither (and
+  VTLP warp) in epoch ``e`` comes from a seed of (seed, e, its source, its key), and with the
   cache every epoch uses epoch 0's draws. A run resumed with an empty cache thus
   recomputes exactly the features the uninterrupted run had cached; speed
   perturbation (never cached) has a stream of its own;
@@ -58,12 +58,14 @@ logger = logging.getLogger(__name__)
 KNOWN_CONF_KEYS = frozenset({
     "filter_conf", "resample_conf", "speed_perturb", "fbank_conf", "feats_type",
     "spec_aug", "spec_aug_conf", "spec_sub", "spec_sub_conf", "spec_trim", "spec_trim_conf",
-    "shuffle", "shuffle_conf", "sort", "sort_conf", "batch_conf", "cache_features"})
+    "shuffle", "shuffle_conf", "sort", "sort_conf", "batch_conf", "cache_features",
+    "vtlp", "vtlp_conf"})
 # The keys each sub-configuration may hold (they become keyword arguments of a stage).
 SUB_CONF_KEYS = {
     "filter_conf": {"max_length", "min_length", "token_max_length", "token_min_length",
                     "min_output_input_ratio", "max_output_input_ratio"},
     "resample_conf": {"resample_rate"},
+    "vtlp_conf": {"min_warp", "max_warp"},
     "fbank_conf": FBANK_CONF_KEYS,
     "spec_aug_conf": {"num_t_mask", "num_f_mask", "max_t", "max_f", "warp", "max_w"},
     "spec_sub_conf": {"max_t", "num_t_sub"},
@@ -80,7 +82,8 @@ def _sub(conf: dict, name: str) -> dict:
 
 
 def check_conf(conf: dict) -> None:
-    """Refuse sub-configuration keys the pipeline does not know (a typo would be ignored)."""
+    """Refuse sub-configuration keys the pipeline does not know (a typo would be ignored),
+    and a VTLP range that is not 0 < min_warp <= max_warp."""
     for name, allowed in SUB_CONF_KEYS.items():
         sub = conf.get(name) or {}
         if not isinstance(sub, dict):
@@ -88,6 +91,18 @@ def check_conf(conf: dict) -> None:
         bad = sorted(set(sub) - allowed)
         if bad:
             raise ValueError(f"dataset_conf.{name}: unknown keys {bad} (known: {sorted(allowed)})")
+    if conf.get("vtlp", False):
+        low, high = vtlp_range(conf)
+        if not 0 < low <= high:
+            raise ValueError(f"dataset_conf.vtlp_conf: need 0 < min_warp <= max_warp, got "
+                             f"min_warp {low}, max_warp {high}")
+
+
+def vtlp_range(conf: dict) -> Tuple[float, float]:
+    """The (min, max) VTLP warp factors of a ``dataset_conf`` (default 0.9 and 1.1, the
+    range of Jaitly and Hinton's VTLP paper)."""
+    sub = _sub(conf, "vtlp_conf")
+    return float(sub.get("min_warp", 0.9)), float(sub.get("max_warp", 1.1))
 
 
 @dataclasses.dataclass
@@ -112,7 +127,7 @@ class Dataset(IterableDataset):
         conf: WeNet 2.x ``dataset_conf``.
         bpe_model: sentencepiece model; None tokenizes by characters.
         partition: split the list between ranks (False: every rank reads everything).
-        training: False turns off list/buffer shuffling, speed perturbation,
+        training: False turns off list/buffer shuffling, speed perturbation, VTLP,
             spec_aug/spec_sub/spec_trim and dither (cross-validation, recognition).
         rank, world_size: this process's place; default from torch.distributed
             when initialised, else 0 and 1.
@@ -144,10 +159,11 @@ class Dataset(IterableDataset):
         if batch_type not in ("static", "dynamic"):
             raise ValueError(f"batch_conf.batch_type must be static or dynamic, got {batch_type!r}")
         self.cache_features = bool(conf.get("cache_features", False))
-        if self.cache_features and training and conf.get("speed_perturb", False):
-            raise ValueError("dataset_conf.cache_features keeps each utterance's features from "
-                             "its first pass, so speed_perturb would draw one speed for good: "
-                             "turn one of them off")
+        for perturb in ("speed_perturb", "vtlp"):
+            if self.cache_features and training and conf.get(perturb, False):
+                raise ValueError("dataset_conf.cache_features keeps each utterance's features "
+                                 f"from its first pass, so {perturb} would draw once for good: "
+                                 "turn one of them off")
         # list line (shard path or JSON line) → its samples after fbank, and the skip/repair
         # counts its first pass recorded (replayed into later passes' summaries)
         self._cache: Dict[str, Tuple[List[dict], Counter]] = {}
@@ -333,16 +349,18 @@ class Dataset(IterableDataset):
         feats = FeatureConf.from_dataset_conf(conf)
         if not train:
             feats = dataclasses.replace(feats, dither=0.0)
-        return self._fbank(data, stats, feats)
+        vtlp = vtlp_range(conf) if train and conf.get("vtlp", False) else None
+        return self._fbank(data, stats, feats, vtlp)
 
-    def _fbank(self, samples: Iterable[dict], stats: PipelineStats,
-               feats: FeatureConf) -> Iterator[dict]:
-        """fbank, each utterance's dither from its own seed: (seed, epoch, source, key), where
-        the epoch is 0 with the cache (its features are computed once, whichever epoch)."""
+    def _fbank(self, samples: Iterable[dict], stats: PipelineStats, feats: FeatureConf,
+               vtlp: Optional[Tuple[float, float]] = None) -> Iterator[dict]:
+        """fbank, each utterance's dither and VTLP warp from its own seed: (seed, epoch,
+        source, key), where the epoch is 0 with the cache (its features are computed once,
+        whichever epoch)."""
         epoch = 0 if self.cache_features else self.epoch
         for s in samples:
             rng = random.Random(f"fbank:{self.seed}:{epoch}:{s['src']}:{s['key']}")
-            yield from processor.fbank((s,), stats, rng, feats)
+            yield from processor.fbank((s,), stats, rng, feats, vtlp)
 
     def _cached_features(self, reading: "_Reading") -> Iterator[dict]:
         """``_features`` item by item, through the in-memory cache of whole list items."""

@@ -55,13 +55,14 @@ class FeatureConf:
         return kwargs
 
 
-@functools.lru_cache(maxsize=32)
-def _tables(sample_rate: int, num_mel_bins: int, window_size: int,
-            fft_size: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Povey window (window_size,) and mel matrix (fft_size // 2 + 1, bins), built once."""
+@functools.lru_cache(maxsize=128)
+def _tables(sample_rate: int, num_mel_bins: int, window_size: int, fft_size: int,
+            vtln_warp: float = 1.0) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Povey window (window_size,) and mel matrix (fft_size // 2 + 1, bins), built once
+    per warp factor (Kaldi's VTLN cut-offs: 100 Hz and 500 Hz under the Nyquist rate)."""
     window = torch.hann_window(window_size, periodic=False).pow(0.85)
     mel, _ = kaldi.get_mel_banks(num_mel_bins, fft_size, float(sample_rate),
-                                 20.0, 0.0, 100.0, -500.0, 1.0)
+                                 20.0, 0.0, 100.0, -500.0, float(vtln_warp))
     mel = torch.nn.functional.pad(mel.float(), (0, 1)).t().contiguous()
     return window, mel
 
@@ -74,7 +75,7 @@ def compute_fbank(wav: torch.Tensor, sample_rate: int,
                   num_mel_bins: int = FeatureConf.num_mel_bins,
                   frame_length: float = FeatureConf.frame_length,
                   frame_shift: float = FeatureConf.frame_shift,
-                  dither: float = 0.0) -> torch.Tensor:
+                  dither: float = 0.0, vtln_warp: float = 1.0) -> torch.Tensor:
     """(1, samples) float waveform in [-1, 1] → (frames, num_mel_bins) fbank.
 
     The waveform is scaled to the int16 range first, as Kaldi and WeNet do, so
@@ -84,13 +85,18 @@ def compute_fbank(wav: torch.Tensor, sample_rate: int,
     as fast: the window and mel matrix are cached, and the unused frame energy,
     the padding copy and the complex ``abs`` are skipped (tests/dataset/test_pipeline.py
     checks the equality).
+
+    ``vtln_warp`` (Kaldi's ``--vtln-warp``) warps the mel bins' frequencies: with
+    factor ``a`` the content at ``f`` Hz lands in the bin that holds ``a * f`` without
+    the warp (between the cut-offs; piecewise linear outside them). Training draws it
+    per utterance as VTLP (``dataset_conf.vtlp``).
     """
     window_size = int(sample_rate * frame_length * 0.001)
     window_shift = int(sample_rate * frame_shift * 0.001)
     if wav.size(-1) < window_size:
         raise ValueError(f"{wav.size(-1)} samples are fewer than one {window_size}-sample window")
     fft_size = 1 << (window_size - 1).bit_length()
-    window, mel = _tables(sample_rate, num_mel_bins, window_size, fft_size)
+    window, mel = _tables(sample_rate, num_mel_bins, window_size, fft_size, vtln_warp)
     frames = (wav[0].float() * (1 << 15)).unfold(0, window_size, window_shift)
     if dither != 0.0:
         frames = frames + torch.randn(frames.shape) * dither

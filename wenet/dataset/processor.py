@@ -13,7 +13,7 @@ the shard or list line it came from. Randomness comes only from the
 from __future__ import annotations
 
 import random
-from typing import Iterable, Iterator, List, Sequence
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from torch.nn.utils.rnn import pad_sequence
@@ -115,11 +115,14 @@ def speed_perturb(samples: Iterable[Sample], rng: random.Random,
 
 
 def fbank(samples: Iterable[Sample], stats: PipelineStats, rng: random.Random,
-          conf: FeatureConf) -> Iterator[Sample]:
+          conf: FeatureConf, vtlp: Optional[Tuple[float, float]] = None) -> Iterator[Sample]:
     """Replace ``wav`` with Kaldi fbank ``feat`` (T, D) as ``conf`` says.
 
     Dither noise is drawn from a torch generator seeded from ``rng`` (inside a
     forked RNG), so it replays on resume and leaves the trainer's RNG alone.
+    ``vtlp`` = (min, max): vocal tract length perturbation, a VTLN warp factor
+    drawn uniformly from the range per utterance (to 0.01, so the warped mel
+    tables are built once each) and kept in the sample as ``vtln_warp``.
     """
     for s in samples:
         wav, rate = s.pop("wav"), s["sample_rate"]
@@ -127,13 +130,16 @@ def fbank(samples: Iterable[Sample], stats: PipelineStats, rng: random.Random,
             stats.warn("shorter_than_window", f"utterance {s['key']} ({s['src']}): "
                        f"{wav.size(1)} samples, shorter than one fbank window")
             continue
+        kwargs = conf.fbank_kwargs()
+        if vtlp is not None:
+            kwargs["vtln_warp"] = s["vtln_warp"] = round(rng.uniform(*vtlp), 2)
         if conf.dither > 0:
             with torch.random.fork_rng(devices=[]):
                 # the CPU generator only: torch.manual_seed would also queue CUDA seeding
                 torch.default_generator.manual_seed(rng.getrandbits(63))
-                feat = compute_fbank(wav, rate, **conf.fbank_kwargs())
+                feat = compute_fbank(wav, rate, **kwargs)
         else:
-            feat = compute_fbank(wav, rate, **conf.fbank_kwargs())
+            feat = compute_fbank(wav, rate, **kwargs)
         if not bool(torch.isfinite(feat).all()):  # finite samples too large for float32 after scaling
             stats.warn("non_finite_features", f"utterance {s['key']} ({s['src']}): fbank has "
                        "NaN or infinite values")

@@ -48,62 +48,13 @@ import torch.distributed as dist
 from torch.utils.data import IterableDataset, get_worker_info
 
 from wenet.dataset import processor, sources
-from wenet.dataset.fbank import FBANK_CONF_KEYS, FeatureConf
+from wenet.dataset.conf import check_conf, sub_conf, vtlp_range
+from wenet.dataset.fbank import FeatureConf
 from wenet.dataset.stats import PipelineStats
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.utils.file_utils import read_lists
 
 logger = logging.getLogger(__name__)
-
-KNOWN_CONF_KEYS = frozenset({
-    "filter_conf", "resample_conf", "speed_perturb", "fbank_conf", "feats_type",
-    "spec_aug", "spec_aug_conf", "spec_sub", "spec_sub_conf", "spec_trim", "spec_trim_conf",
-    "shuffle", "shuffle_conf", "sort", "sort_conf", "batch_conf", "cache_features",
-    "vtlp", "vtlp_conf"})
-# The keys each sub-configuration may hold (they become keyword arguments of a stage).
-SUB_CONF_KEYS = {
-    "filter_conf": {"max_length", "min_length", "token_max_length", "token_min_length",
-                    "min_output_input_ratio", "max_output_input_ratio"},
-    "resample_conf": {"resample_rate"},
-    "vtlp_conf": {"min_warp", "max_warp"},
-    "fbank_conf": FBANK_CONF_KEYS,
-    "spec_aug_conf": {"num_t_mask", "num_f_mask", "max_t", "max_f", "warp", "max_w"},
-    "spec_sub_conf": {"max_t", "num_t_sub"},
-    "spec_trim_conf": {"max_t"},
-    "shuffle_conf": {"shuffle_size"},
-    "sort_conf": {"sort_size"},
-    "batch_conf": {"batch_type", "batch_size", "max_frames_in_batch"},
-}
-
-
-def _sub(conf: dict, name: str) -> dict:
-    """A copy of the sub-configuration ``name`` (empty when absent or null)."""
-    return dict(conf.get(name) or {})
-
-
-def check_conf(conf: dict) -> None:
-    """Refuse sub-configuration keys the pipeline does not know (a typo would be ignored),
-    and a VTLP range that is not 0 < min_warp <= max_warp."""
-    for name, allowed in SUB_CONF_KEYS.items():
-        sub = conf.get(name) or {}
-        if not isinstance(sub, dict):
-            raise ValueError(f"dataset_conf.{name} must be a mapping, got {sub!r}")
-        bad = sorted(set(sub) - allowed)
-        if bad:
-            raise ValueError(f"dataset_conf.{name}: unknown keys {bad} (known: {sorted(allowed)})")
-    if conf.get("vtlp", False):
-        low, high = vtlp_range(conf)
-        if not 0 < low <= high:
-            raise ValueError(f"dataset_conf.vtlp_conf: need 0 < min_warp <= max_warp, got "
-                             f"min_warp {low}, max_warp {high}")
-
-
-def vtlp_range(conf: dict) -> Tuple[float, float]:
-    """The (min, max) VTLP warp factors of a ``dataset_conf`` (default 0.9 and 1.1, the
-    range of Jaitly and Hinton's VTLP paper)."""
-    sub = _sub(conf, "vtlp_conf")
-    return float(sub.get("min_warp", 0.9)), float(sub.get("max_warp", 1.1))
-
 
 @dataclasses.dataclass
 class _Reading:
@@ -148,16 +99,7 @@ class Dataset(IterableDataset):
         if data_type == "scp" and need_text:
             raise ValueError("data_type 'scp' has no transcripts: use it with need_text=False")
         self.need_text = need_text
-        feats_type = conf.get("feats_type", "fbank")
-        if feats_type != "fbank":
-            raise ValueError(f"dataset_conf.feats_type {feats_type!r} is not supported (fbank)")
         check_conf(conf)
-        unknown = sorted(set(conf) - KNOWN_CONF_KEYS)
-        if unknown:
-            logger.warning("dataset_conf: ignoring unknown keys %s", unknown)
-        batch_type = _sub(conf, "batch_conf").get("batch_type", "static")
-        if batch_type not in ("static", "dynamic"):
-            raise ValueError(f"batch_conf.batch_type must be static or dynamic, got {batch_type!r}")
         self.cache_features = bool(conf.get("cache_features", False))
         for perturb in ("speed_perturb", "vtlp"):
             if self.cache_features and training and conf.get(perturb, False):
@@ -342,8 +284,8 @@ class Dataset(IterableDataset):
             data = processor.tokenize(data, self.tokenizer, stats)
         else:  # recognition: the text is for scoring only, never a reason to drop
             data = (dict(s, label=[]) for s in data)
-        data = processor.filter_samples(data, stats, **_sub(conf, "filter_conf"))
-        data = processor.resample_samples(data, stats, **_sub(conf, "resample_conf"))
+        data = processor.filter_samples(data, stats, **sub_conf(conf, "filter_conf"))
+        data = processor.resample_samples(data, stats, **sub_conf(conf, "resample_conf"))
         if train and conf.get("speed_perturb", False):
             data = processor.speed_perturb(data, reading.feature_rng)
         feats = FeatureConf.from_dataset_conf(conf)
@@ -394,16 +336,16 @@ class Dataset(IterableDataset):
         else:
             data = self._features(reading)
         if train and conf.get("spec_aug", False):
-            data = processor.spec_aug_samples(data, rng, **_sub(conf, "spec_aug_conf"))
+            data = processor.spec_aug_samples(data, rng, **sub_conf(conf, "spec_aug_conf"))
         if train and conf.get("spec_sub", False):
-            data = processor.spec_sub_samples(data, rng, **_sub(conf, "spec_sub_conf"))
+            data = processor.spec_sub_samples(data, rng, **sub_conf(conf, "spec_sub_conf"))
         if train and conf.get("spec_trim", False):
-            data = processor.spec_trim_samples(data, rng, **_sub(conf, "spec_trim_conf"))
+            data = processor.spec_trim_samples(data, rng, **sub_conf(conf, "spec_trim_conf"))
         if train and conf.get("shuffle", True):
-            data = processor.shuffle(data, rng, **_sub(conf, "shuffle_conf"))
+            data = processor.shuffle(data, rng, **sub_conf(conf, "shuffle_conf"))
         if conf.get("sort", True):
-            data = processor.sort(data, **_sub(conf, "sort_conf"))
-        batch_conf = _sub(conf, "batch_conf")
+            data = processor.sort(data, **sub_conf(conf, "sort_conf"))
+        batch_conf = sub_conf(conf, "batch_conf")
         if batch_conf.pop("batch_type", "static") == "dynamic":
             batch_conf.pop("batch_size", None)
             data = processor.dynamic_batch(data, **batch_conf)

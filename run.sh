@@ -40,6 +40,10 @@ checkpoint=             # resume training from this checkpoint
 init_checkpoint=        # start training from another experiment's weights (transfer)
 init_exclude=           # regex of init_checkpoint tensors not copied; empty: the CMVN and the
                         # unit-dependent layers, or only the CMVN with --units_from (same units)
+replay_data=            # fine-tuning: a second data.list (e.g. ../pretrain/raw_wav/train/data.list, same
+                        # data_type) of which every epoch also reads replay_ratio x the train list's
+                        # lines: rehearsal of the pretraining corpus against overfitting and forgetting
+replay_ratio=1.0        # with replay_data: replayed lines per train data.list line
 init_method=            # DDP init file (file://...); empty: $dir/ddp_init
 average_checkpoint=true
 use_model_avg=false     # true: decode the training's running weight average, not an epoch average
@@ -94,6 +98,10 @@ Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in co
   --init_checkpoint FILE       start training from another experiment's weights, e.g.
                                exp/synth_train_zipformer/avg_2.pt (output layers and
                                CMVN excepted: --init_exclude REGEX)
+  --replay_data LIST --replay_ratio R
+                               every training epoch also reads R x (train list lines)
+                               lines of LIST (walking through it without repeats), e.g.
+                               the pretraining corpus's raw_wav/train/data.list
   --units_from DIR             stage 2 takes DIR/bpe.model and DIR/units.txt (the pretrained
                                model's, as stage 6 leaves them) instead of training new units;
                                with --init_checkpoint every layer but the CMVN is then copied
@@ -120,7 +128,7 @@ option_types=(
   use_model_avg=bool average_num=uint decode_modes=nonempty
   beam_size=posint ctc_weight=float reverse_weight=float decoding_chunk_size=int
   num_decoding_left_chunks=int simulate_streaming=bool gpu=int nbest=posint timestamps=bool
-  context_score=float lm_order=uint lm_broad_text=bool lm_weight=float word_bonus=float
+  context_score=float lm_order=uint replay_ratio=float lm_broad_text=bool lm_weight=float word_bonus=float
 )
 # Parsed before the cd (parse_options.sh reads this script to learn its options) and
 # before path.sh, so --help and bad values never wait for the virtualenv's installation.
@@ -187,6 +195,10 @@ if run_stage 4; then
   for opt in checkpoint init_checkpoint; do
     [ -z "${!opt}" ] || [ -f "${!opt}" ] || die "--${opt} takes a checkpoint file; no such file '${!opt}'"
   done
+  [ -z "${replay_data}" ] || [ -f "${replay_data}" ] \
+    || die "--replay_data takes a data.list; no such file '${replay_data}'"
+  awk -v r="${replay_ratio}" 'BEGIN { exit !(r > 0) }' \
+    || die "--replay_ratio takes a number > 0, not '${replay_ratio}'"
 fi
 
 # shellcheck disable=SC1091
@@ -303,6 +315,7 @@ if run_stage 4; then
     --config "${train_config}" --data_type "${data_type}" --dict "${dict}" \
     --bpe_model "${bpemodel}.model" --prefetch "${prefetch}" \
     --train_data "${feat_dir}/${train_set}/data.list" --cv_data "${feat_dir}/${dev_set}/data.list" \
+    ${replay_data:+--replay_data "${replay_data}" --replay_ratio "${replay_ratio}"} \
     ${checkpoint:+--checkpoint "${checkpoint}"} --model_dir "${dir}" \
     ${init_checkpoint:+--init_checkpoint "${init_checkpoint}" --init_exclude "${init_exclude}"} \
     --tensorboard_dir "${dir}/tensorboard" --num_workers 1 --use_amp "${use_amp}" "${cmvn_opts[@]}" \

@@ -66,6 +66,12 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--model_dir", required=True, help="experiment dir for checkpoints and train.yaml")
     p.add_argument("--train_data", required=True, help="train data.list")
     p.add_argument("--cv_data", required=True, help="cv data.list")
+    p.add_argument("--replay_data", default=None,
+                   help="a second data.list (same --data_type), e.g. the pretraining corpus's: "
+                        "every epoch also reads REPLAY_RATIO x (train data.list lines) of its "
+                        "lines, walking through it without repeats (rehearsal when fine-tuning)")
+    p.add_argument("--replay_ratio", type=float, default=1.0,
+                   help="replayed lines per train data.list line (with --replay_data)")
     p.add_argument("--symbol_table", "--dict", dest="symbol_table", required=True,
                    help="units.txt, 'token id' per line (WeNet's name; --dict, as in "
                         "recognize.py, is accepted too)")
@@ -150,7 +156,12 @@ def init_datasets(args: argparse.Namespace, configs: Dict[str, Any], symbols: Di
     """The training and CV datasets (the training one shuffles and can be positioned)."""
     dataset_conf = configs.get("dataset_conf") or {}
     train_set = Dataset(args.data_type, args.train_data, symbols, dataset_conf, args.bpe_model,
-                        training=True, seed=args.seed)
+                        training=True, seed=args.seed, replay_list=args.replay_data,
+                        replay_ratio=args.replay_ratio)
+    if train_set.replay is not None:
+        logging.info("replay: %d of the %d lines of %s per epoch, beside the %d of %s",
+                     train_set.replay.per_epoch, len(train_set.replay.lines), args.replay_data,
+                     len(train_set.lists), args.train_data)
     cv_set = Dataset(args.data_type, args.cv_data, symbols, dataset_conf, args.bpe_model,
                      training=False, seed=args.seed)
     return train_set, cv_set

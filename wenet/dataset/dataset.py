@@ -2,7 +2,8 @@
 
 The whole chain is assembled in ``Dataset._pipeline``::
 
-    data.list (shuffled per epoch, split by rank, then by DataLoader worker)
+    data.list (+ the epoch's replayed lines of a second list, replay.py; shuffled per
+    epoch, split by rank, then by DataLoader worker)
     → tar shards read as streams / raw JSON lines → decoded audio (mono)
     → tokenize → filter → resample → speed perturb → fbank (VTLP warp)
     → spec_aug → spec_sub → spec_trim → shuffle buffer → sort buffer → batch → pad
@@ -50,6 +51,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from wenet.dataset import processor, sources
 from wenet.dataset.conf import check_conf, sub_conf, vtlp_range
 from wenet.dataset.fbank import FeatureConf
+from wenet.dataset.replay import Replay
 from wenet.dataset.stats import PipelineStats
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.utils.file_utils import read_lists
@@ -85,6 +87,8 @@ class Dataset(IterableDataset):
         seed: base of every per-pass seed.
         need_text: False for recognition: a missing, empty or OOV transcript neither
             drops nor changes an utterance (not tokenised; ``target`` empty).
+        replay_list, replay_ratio: training only: each epoch also reads
+            ``round(replay_ratio x lines)`` lines of this list (wenet/dataset/replay.py).
     """
 
     def __init__(self, data_type: str, data_list_file: str,
@@ -92,7 +96,8 @@ class Dataset(IterableDataset):
                  bpe_model: Optional[str] = None, partition: bool = True, *,
                  training: bool = True, rank: Optional[int] = None,
                  world_size: Optional[int] = None, seed: int = 0,
-                 need_text: bool = True) -> None:
+                 need_text: bool = True, replay_list: Optional[str] = None,
+                 replay_ratio: float = 1.0) -> None:
         super().__init__()
         if data_type not in ("shard", "raw", "scp"):
             raise ValueError(f"data_type must be 'shard', 'raw' or 'scp', got {data_type!r}")
@@ -112,6 +117,11 @@ class Dataset(IterableDataset):
         self.data_type = data_type
         self.data_list_file = data_list_file
         self.lists = read_lists(data_list_file)
+        if replay_list is not None and not training:
+            raise ValueError("replay_list mixes another list into training epochs; "
+                             "a CV or recognition dataset takes none")
+        self.replay = (Replay(replay_list, replay_ratio, len(self.lists))
+                       if replay_list is not None else None)
         self.tokenizer = Tokenizer(symbol_table, bpe_model)
         self.conf = conf
         self.partition = partition
@@ -218,6 +228,8 @@ class Dataset(IterableDataset):
         None, or (this reader, readers) when there are fewer lines than readers and
         utterances are split instead (see the module docstring)."""
         items = [(f"{self.data_list_file}:{i + 1}", line) for i, line in enumerate(self.lists)]
+        if self.replay is not None:
+            items += self.replay.items(self.seed, self.epoch)
         if self.training and self.conf.get("shuffle", True):
             random.Random(f"list:{self.seed}:{self.epoch}").shuffle(items)
         ranks, rank = (world, rank) if self.partition else (1, 0)
@@ -230,8 +242,9 @@ class Dataset(IterableDataset):
         """The number of readers (``ranks`` x ``num_workers``); raises when some would get no
         data: a raw list (one utterance per line) with fewer lines than readers."""
         readers = (ranks if self.partition else 1) * max(1, num_workers)
-        if self.data_type != "shard" and len(self.lists) < readers:
-            raise ValueError(f"{self.data_list_file}: {len(self.lists)} utterances for {ranks} "
+        lines = len(self.lists) + (self.replay.per_epoch if self.replay is not None else 0)
+        if self.data_type != "shard" and lines < readers:
+            raise ValueError(f"{self.data_list_file}: {lines} utterances for {ranks} "
                              f"rank(s) x {max(1, num_workers)} DataLoader worker(s): every "
                              f"reader needs at least one; use fewer ranks or workers")
         return readers

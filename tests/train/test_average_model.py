@@ -98,3 +98,28 @@ def test_mismatched_keys_name_the_file(tmp_path):
     torch.save({"other": torch.zeros(1)}, tmp_path / "1.pt")
     with pytest.raises(ValueError, match="0.pt and .*1.pt have different keys"):
         main(["--dst_model", str(tmp_path / "a.pt"), "--src_path", str(tmp_path), "--num", "2"])
+
+
+def test_models_averages_the_named_files(tmp_path):
+    """--models: the mean of checkpoints from different runs (a model soup); integer
+    tensors from the first file."""
+    for run, scale in [("a", 1.0), ("b", 2.5), ("c", 6.0)]:
+        (tmp_path / run).mkdir()
+        _save(tmp_path / run, 9, scale)
+    dst = tmp_path / "soup.pt"
+    main(["--dst_model", str(dst), "--models", str(tmp_path / "c" / "9.pt"),
+          str(tmp_path / "a" / "9.pt"), str(tmp_path / "b" / "9.pt")])
+    got = _load(dst)
+    assert torch.equal(got["w"], torch.full((2, 3), 9.5 / 3))
+    assert torch.equal(got["h"], torch.tensor([0.95 / 3], dtype=torch.float16))
+    assert int(got["bn.num_batches_tracked"]) == 109
+
+
+def test_models_and_src_path_exclude_each_other(tmp_path):
+    _save(tmp_path, 0, 1.0)
+    for extra in (["--src_path", str(tmp_path)], ["--use_model_avg"]):
+        with pytest.raises(SystemExit):
+            main(["--dst_model", str(tmp_path / "a.pt"), "--models", str(tmp_path / "0.pt"),
+                  *extra])
+    with pytest.raises(SystemExit):
+        main(["--dst_model", str(tmp_path / "a.pt")])

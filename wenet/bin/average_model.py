@@ -13,6 +13,11 @@ averaged and are copied from the reference checkpoint: the best one with
 ``{N}.avg.pt`` of the newest (or val-best) epoch among those whose average
 training kept (its ``keep_last_k``), cast to the dtypes of
 ``{N}.pt`` when that file exists (float32 otherwise).
+
+``--models A.pt B.pt ...`` averages the given checkpoints instead, e.g. the averaged
+models of several fine-tuning runs that started from the same pretrained weights (a
+"model soup"; averaging runs from different starts gives a useless model). Integer
+tensors come from the first.
 """
 from __future__ import annotations
 
@@ -109,7 +114,10 @@ def running_average(src_path: str, n: int) -> Dict[str, torch.Tensor]:
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dst_model", required=True, help="averaged model to write")
-    parser.add_argument("--src_path", required=True, help="directory holding {N}.pt, {N}.yaml")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--src_path", help="directory holding {N}.pt, {N}.yaml")
+    source.add_argument("--models", nargs="+", metavar="PT",
+                        help="average these checkpoint files (runs from one common start)")
     parser.add_argument("--num", type=int, default=5, help="how many checkpoints to average")
     parser.add_argument("--val_best", action="store_true", help="lowest cv_loss, not newest")
     parser.add_argument("--min_epoch", type=int, default=0)
@@ -120,7 +128,12 @@ def main(argv: Optional[List[str]] = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if args.num < 1:
         parser.error("--num must be at least 1")
-    if args.use_model_avg:
+    if args.models:
+        if args.use_model_avg:
+            parser.error("--use_model_avg takes --src_path, not --models")
+        logging.info("averaging %s", " ".join(args.models))
+        state = average_state_dicts(args.models)
+    elif args.use_model_avg:
         n = select_checkpoints(args.src_path, 1, args.val_best, args.min_epoch,
                                args.max_epoch, suffix=AVERAGE_SUFFIX)[0]
         logging.info("writing the running average of epoch %d", n)

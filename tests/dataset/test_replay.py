@@ -140,3 +140,22 @@ def test_resumed_epoch_replays_the_same_batches(tmp_path):
     resumed.load_state_dict(state)
     rest, _ = run(resumed)
     _assert_same_batches(first + rest, full)
+
+
+def test_run_sh_refuses_a_replay_list_inside_the_dirs_it_rewrites(tmp_path):
+    """A pretraining list left in raw_wav/train would be this corpus's own list after
+    stages 1 and 3: refused, whatever the spelling of the path."""
+    feat = tmp_path / "feats"
+    (feat / "train").mkdir(parents=True)
+    (feat / "train" / "data.list").write_text("x.tar\n")
+    (tmp_path / "elsewhere.list").write_text("x.tar\n")
+    for path in (feat / "train" / "data.list", feat / "train" / ".." / "train" / "data.list"):
+        r = subprocess.run(["bash", "run.sh", "--stage", "4", "--stop_stage", "4", "--feat_dir",
+                            str(feat), "--replay_data", str(path)],
+                           cwd=REPO, capture_output=True, text=True)
+        assert r.returncode != 0 and "which this corpus's stages 1 and 3 rewrite" in r.stderr
+    # a list elsewhere passes this check and reaches the next one (the ratio's)
+    r = subprocess.run(["bash", "run.sh", "--stage", "4", "--stop_stage", "4", "--feat_dir",
+                        str(feat), "--replay_data", str(tmp_path / "elsewhere.list"),
+                        "--replay_ratio", "0"], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode != 0 and "--replay_ratio takes a number > 0" in r.stderr, r.stderr

@@ -11,6 +11,10 @@ epoch ``e`` takes positions ``e*n .. (e+1)*n - 1`` of an endless sequence made o
 permutation after another (permutation ``c`` seeded by (seed, c)). Every line is thus
 read once before any is read twice, and an epoch's lines depend only on (seed, epoch),
 so a resumed run replays exactly what the interrupted one would have read.
+
+The replayed audio goes through the same pipeline (filter, augmentation, the training
+corpus's CMVN) and must use the same units. With ``dataset_conf.cache_features`` the
+cache keeps every replayed shard once read, so it grows towards the whole replay list.
 """
 from __future__ import annotations
 

@@ -198,7 +198,8 @@ if run_stage 4; then
   [ -z "${replay_data}" ] || [ -f "${replay_data}" ] \
     || die "--replay_data takes a data.list; no such file '${replay_data}'"
   for x in "${train_set}" "${dev_set}"; do  # stages 1 and 3 rewrite these dirs
-    case "$(realpath -m "${replay_data:-/}")/" in "$(realpath -m "${feat_dir}/${x}")"/*)
+    [ -n "${replay_data}" ] || break
+    case "$(realpath -m "${replay_data}")/" in "$(realpath -m "${feat_dir}/${x}")"/*)
       die "--replay_data '${replay_data}' lies in ${feat_dir}/${x}, which this corpus's stages 1 and 3 rewrite: keep the pretraining corpus's list and shards elsewhere (give this run another --feat_dir, or copy them out)" ;;
     esac
   done

@@ -18,7 +18,6 @@ cache keeps every replayed shard once read, so it grows towards the whole replay
 """
 from __future__ import annotations
 
-import functools
 import math
 import random
 from typing import List, Tuple
@@ -45,19 +44,15 @@ class Replay:
         self.ratio = float(ratio)
         self.per_epoch = max(1, round(self.ratio * own_lines))
 
-    @functools.lru_cache(maxsize=4)
-    def _order(self, seed: int, cycle: int) -> Tuple[int, ...]:
-        order = list(range(len(self.lines)))
-        random.Random(f"replay:{seed}:{cycle}").shuffle(order)
-        return tuple(order)
-
     def indices(self, seed: int, epoch: int) -> List[int]:
         """0-based line numbers of the replay list that epoch ``epoch`` reads."""
         total = len(self.lines)
-        out = []
-        for position in range(epoch * self.per_epoch, (epoch + 1) * self.per_epoch):
-            cycle, offset = divmod(position, total)
-            out.append(self._order(seed, cycle)[offset])
+        start, stop = epoch * self.per_epoch, (epoch + 1) * self.per_epoch
+        out: List[int] = []
+        for cycle in range(start // total, (stop - 1) // total + 1):  # the permutations spanned
+            order = list(range(total))
+            random.Random(f"replay:{seed}:{cycle}").shuffle(order)
+            out += order[max(start - cycle * total, 0):min(stop - cycle * total, total)]
         return out
 
     def items(self, seed: int, epoch: int) -> List[Tuple[str, str]]:

@@ -24,6 +24,11 @@ one JSON line: ``{"mode", "rtf", "encoder_s", "search_s", "audio_s", "utterances
 (``rtf`` null without audio; transducer modes add ``encoder_frames`` and, for
 rnnt_greedy_search, ``joint_evals``). Feature extraction and data loading are not
 counted.
+
+``--ensemble B.pt C.pt ...`` decodes with the ``--checkpoint`` model and these together
+(``wenet.models.ensemble``: their CTC and attention-decoder posteriors averaged, each
+model read with the ``train.yaml`` beside its checkpoint); the models must share the
+units and the features. Transducer modes are not available then.
 """
 from __future__ import annotations
 
@@ -52,6 +57,7 @@ from wenet.decode.model_dir import LoadedModel
 from wenet.decode.recognizer import Recognizer
 from wenet.eval.timing_formats import ctm_lines
 from wenet.models import load_model
+from wenet.models.ensemble import EnsembleModel
 from wenet.transformer.encoder import check_decoding_chunk_size
 from wenet.utils.file_utils import atomic_open, atomic_write_text, load_yaml, read_symbol_table
 
@@ -134,6 +140,11 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--timestamps", action="store_true",
                    help="also write <mode>/ctm: word times from the CTC forced alignment")
     p.add_argument("--num_workers", type=int, default=0)
+    p.add_argument("--ensemble", nargs="+", default=None, metavar="CHECKPOINT",
+                   help="more models decoded together with --checkpoint, their posteriors "
+                        "averaged (each with the train.yaml in its directory)")
+    p.add_argument("--ensemble_weights", nargs="+", type=float, default=None,
+                   help="one weight per model, --checkpoint's first (default: equal)")
     return p
 
 
@@ -178,7 +189,41 @@ def _requested_modes(args: argparse.Namespace) -> List[str]:
     if args.simulate_streaming and args.batch_size != 1:
         raise ValueError("--simulate_streaming decodes one utterance at a time: --batch_size 1")
     check_modes(modes)
+    if args.ensemble and any(MODES[m].transducer for m in modes):
+        raise ValueError("--ensemble combines CTC/attention models: transducer modes "
+                         f"{[m for m in modes if MODES[m].transducer]} are not available")
+    if args.ensemble_weights and not args.ensemble:
+        raise ValueError("--ensemble_weights needs --ensemble")
     return modes
+
+
+def _load_models(args: argparse.Namespace, configs: Dict[str, Any], device: torch.device
+                 ) -> torch.nn.Module:
+    """The ``--checkpoint`` model, or with ``--ensemble`` all the models as one."""
+    model = load_model(configs, args.checkpoint, device)
+    if not args.ensemble:
+        return model
+    if not args.checkpoint:
+        raise ValueError("--ensemble needs --checkpoint (the first model)")
+    features = FeatureConf.from_dataset_conf(configs.get("dataset_conf", {}))
+    models = [model]
+    for path in args.ensemble:
+        config = os.path.join(os.path.dirname(os.path.abspath(path)), "train.yaml")
+        if not os.path.isfile(config):
+            raise FileNotFoundError(f"--ensemble {path}: no train.yaml beside it ({config})")
+        other = load_yaml(config)
+        own = FeatureConf.from_dataset_conf(other.get("dataset_conf", {}))
+        if own != features:
+            raise ValueError(f"--ensemble {path}: its features ({own}) differ from "
+                             f"--config's ({features})")
+        models.append(load_model(other, path, device))
+    weights = args.ensemble_weights
+    if weights is not None and len(weights) != len(models):
+        raise ValueError(f"--ensemble_weights gives {len(weights)} weights for "
+                         f"{len(models)} models")
+    logging.info("decoding with an ensemble of %d models (weights %s)", len(models),
+                 weights or "equal")
+    return EnsembleModel(models, weights).to(device).eval()
 
 
 class _Totals:
@@ -288,7 +333,7 @@ def recognize(args: argparse.Namespace) -> Dict[str, Any]:
     modes = _requested_modes(args)
     configs = load_yaml(args.config)
     device = torch.device(f"cuda:{args.gpu}" if args.gpu >= 0 else "cpu")
-    model = load_model(configs, args.checkpoint, device)
+    model = _load_models(args, configs, device)
     conf = decoding_dataset_conf(configs.get("dataset_conf", {}), args.batch_size)
     frame_shift_ms = FeatureConf.from_dataset_conf(conf).frame_shift
     tokenizer = Tokenizer(read_symbol_table(args.dict))

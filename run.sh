@@ -48,6 +48,8 @@ init_method=            # DDP init file (file://...); empty: $dir/ddp_init
 average_checkpoint=true
 use_model_avg=false     # true: decode the training's running weight average, not an epoch average
 decode_checkpoint=      # empty: $dir/avg_${average_num}.pt ($dir/model_avg.pt with use_model_avg)
+decode_ensemble=        # stage 5: more checkpoints (space-separated, each beside its train.yaml) decoded
+                        # together with decode_checkpoint, CTC and decoder posteriors averaged
 average_num=0           # 0: the corpus default (synth 2: its short runs change the model too much between
                         # epochs to average 5; chosen on dev, RESULTS.md; others 5)
 decode_modes="ctc_greedy_search ctc_prefix_beam_search attention attention_rescoring"
@@ -111,6 +113,8 @@ Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in co
                                stage 5 search and encoder settings (defaults above)
   --nbest N --timestamps true  stage 5 also writes <mode>/nbest and <mode>/ctm
   --context_list_path FILE --context_score S   hotword biasing in stage 5
+  --decode_ensemble \"A.pt B.pt\" stage 5 decodes with these models too (from other runs with
+                               the same units), their posteriors averaged with this run's
   --use_model_avg true         decode the running weight average kept during training
                                (\$dir/model_avg.pt) instead of averaging epoch checkpoints
   --config FILE                name=value lines (# comments, '...' or \"...\" quotes), read
@@ -187,6 +191,13 @@ if run_stage 2 && [ "${lm_order}" -gt 0 ] && [ -n "${lm_extra_text}" ]; then
 fi
 if run_stage 5 && [ -n "${lm_path}" ] && ! { run_stage 2 && [ "${lm_order}" -gt 0 ]; }; then
   [ -f "${lm_path}" ] || die "--lm_path takes an ARPA file; no such file '${lm_path}'"
+fi
+read -r -a ensemble_ckpts <<< "${decode_ensemble}"
+if run_stage 5; then
+  for f in ${ensemble_ckpts[@]+"${ensemble_ckpts[@]}"}; do
+    [ -f "${f}" ] || die "--decode_ensemble takes checkpoint files; no such file '${f}'"
+    [ -f "$(dirname "${f}")/train.yaml" ] || die "--decode_ensemble: no train.yaml beside '${f}'"
+  done
 fi
 if run_stage 5 && [ -n "${context_list_path}" ]; then
   [ -f "${context_list_path}" ] || die "--context_list_path takes a phrase file; no such file '${context_list_path}'"
@@ -350,6 +361,7 @@ if run_stage 5; then
   batch_size=16
   if "${simulate_streaming}"; then decode_opts+=(--simulate_streaming); batch_size=1; fi
   if "${timestamps}"; then decode_opts+=(--timestamps); fi
+  if [ "${#ensemble_ckpts[@]}" -gt 0 ]; then decode_opts+=(--ensemble "${ensemble_ckpts[@]}"); fi
   for x in ${test_sets}; do
     python wenet/bin/recognize.py --gpu "${gpu}" --modes "${decode_modes}" \
       --config "${dir}/train.yaml" --data_type "${data_type}" \

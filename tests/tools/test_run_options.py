@@ -305,12 +305,8 @@ def test_stage_2_trains_the_lm_and_stage_5_decodes_with_it(recipe: Path):
     want = train_kneser_ney(sents, 2)
     assert got.probs == want.probs and got.backoffs == want.backoffs
 
-    for script in ("wenet_stub/bin/average_model.py", "wenet_stub/bin/recognize.py",
-                   "tools/compute-wer.py", "tools/plot_losses.py", "tools/summarize_results.py"):
-        (recipe / script).parent.mkdir(parents=True, exist_ok=True)
-        (recipe / script).write_text(PY_STUB)
     (recipe / "wenet").unlink()
-    (recipe / "wenet_stub").rename(recipe / "wenet")
+    _stub_stage_5(recipe)
     (recipe / "tools" / "nbest_oracle.py").write_text(PY_STUB)
     r = run_sh(recipe, ["--stage", "5", "--stop_stage", "5", "--decode_modes",
                         "attention_rescoring", "--nbest", "4", "--test_sets", "dev"])
@@ -329,3 +325,40 @@ def test_stage_2_trains_the_lm_and_stage_5_decodes_with_it(recipe: Path):
         else:
             bonus = "1.5" if "--word_bonus" in extra else "2.0"
             assert f"[--lm_path] [{lm}] [--lm_weight] [0.5] [--word_bonus] [{bonus}]" in rec
+
+
+def _stub_stage_5(recipe: Path) -> None:
+    """Stage 5's python tools as stubs that record their arguments in calls.log."""
+    for script in ("wenet/bin/average_model.py", "wenet/bin/recognize.py",
+                   "tools/compute-wer.py", "tools/plot_losses.py", "tools/summarize_results.py"):
+        (recipe / script).parent.mkdir(parents=True, exist_ok=True)
+        (recipe / script).write_text(PY_STUB)
+
+
+def test_decode_ensemble_reaches_recognize_and_bad_paths_stop_run_sh(recipe: Path):
+    """--decode_ensemble "A B": stage 5 gives recognize.py --ensemble A B after this run's
+    checkpoint; a missing file, or one without train.yaml beside it, stops run.sh first."""
+    _stub_stage_5(recipe)
+    for name in ("runA", "runB"):
+        (recipe / "exp" / name).mkdir(parents=True)
+        (recipe / "exp" / name / "avg_5.pt").write_text("")
+        (recipe / "exp" / name / "train.yaml").write_text("")
+    (recipe / "lone.pt").write_text("")
+    stage5 = ["--stage", "5", "--stop_stage", "5", "--decode_modes", "attention_rescoring"]
+    for ensemble, message in (("missing.pt", "--decode_ensemble takes checkpoint files; no "
+                               "such file 'missing.pt'"),
+                              ("lone.pt", "--decode_ensemble: no train.yaml beside 'lone.pt'")):
+        r = run_sh(recipe, stage5 + ["--decode_ensemble", ensemble])
+        assert r.returncode == 1 and r.stderr.splitlines()[0] == f"./run.sh: {message}", r.stderr
+        assert calls(recipe) == []
+    r = run_sh(recipe, stage5 + ["--decode_ensemble", "exp/runA/avg_5.pt  exp/runB/avg_5.pt"])
+    assert r.returncode == 0, r.stderr
+    [rec] = [c for c in calls(recipe) if c.startswith("recognize.py")]
+    assert "[--checkpoint] [exp/synth_train_zipformer/avg_2.pt]" in rec
+    assert rec.endswith("[--ensemble] [exp/runA/avg_5.pt] [exp/runB/avg_5.pt] [--result_dir] "
+                        "[exp/synth_train_zipformer/test]")
+    (recipe / "calls.log").unlink()
+    r = run_sh(recipe, stage5)
+    assert r.returncode == 0, r.stderr
+    [rec] = [c for c in calls(recipe) if c.startswith("recognize.py")]
+    assert "--ensemble" not in rec

@@ -85,3 +85,20 @@ def test_bad_ensembles_are_refused(setup, tmp_path):
     shutil.copy(d / "c.pt", other / "c.pt")
     with pytest.raises(ValueError, match="features"):
         _run(d, tmp_path / "f", "--ensemble", str(other / "c.pt"))
+    with pytest.raises(ValueError, match="needs --checkpoint"):
+        recognize_main(["--config", str(d / "a" / "train.yaml"), "--test_data",
+                        str(d / "data.list"), "--dict", str(d / "a" / "units.txt"),
+                        "--result_file", str(tmp_path / "t"), "--ensemble", str(d / "c.pt")])
+
+
+def test_training_dither_does_not_count_as_other_features(setup, tmp_path):
+    """Decoding never dithers, so a partner trained with another dither is welcome."""
+    d = setup
+    other = tmp_path / "dither"
+    other.mkdir()
+    config = yaml.safe_load((d / "train.yaml").read_text())
+    config["dataset_conf"]["fbank_conf"]["dither"] = 0.1
+    (other / "train.yaml").write_text(yaml.safe_dump(config))
+    shutil.copy(d / "a" / "model.pt", other / "model.pt")
+    assert _run(d, tmp_path / "o", "--ensemble", str(other / "model.pt")) == \
+        _run(d, tmp_path / "s")

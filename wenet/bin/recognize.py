@@ -39,7 +39,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -200,22 +200,24 @@ def _requested_modes(args: argparse.Namespace) -> List[str]:
 def _load_models(args: argparse.Namespace, configs: Dict[str, Any], device: torch.device
                  ) -> torch.nn.Module:
     """The ``--checkpoint`` model, or with ``--ensemble`` all the models as one."""
+    if args.ensemble and not args.checkpoint:
+        raise ValueError("--ensemble needs --checkpoint (the first model)")
     model = load_model(configs, args.checkpoint, device)
     if not args.ensemble:
         return model
-    if not args.checkpoint:
-        raise ValueError("--ensemble needs --checkpoint (the first model)")
-    features = FeatureConf.from_dataset_conf(configs.get("dataset_conf", {}))
+
+    def features(conf: Dict[str, Any]) -> FeatureConf:  # dither is training's business
+        return replace(FeatureConf.from_dataset_conf(conf.get("dataset_conf", {})), dither=0.0)
+
     models = [model]
     for path in args.ensemble:
         config = os.path.join(os.path.dirname(os.path.abspath(path)), "train.yaml")
         if not os.path.isfile(config):
             raise FileNotFoundError(f"--ensemble {path}: no train.yaml beside it ({config})")
         other = load_yaml(config)
-        own = FeatureConf.from_dataset_conf(other.get("dataset_conf", {}))
-        if own != features:
-            raise ValueError(f"--ensemble {path}: its features ({own}) differ from "
-                             f"--config's ({features})")
+        if features(other) != features(configs):
+            raise ValueError(f"--ensemble {path}: its features ({features(other)}) differ "
+                             f"from --config's ({features(configs)})")
         models.append(load_model(other, path, device))
     weights = args.ensemble_weights
     if weights is not None and len(weights) != len(models):

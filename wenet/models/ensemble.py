@@ -48,8 +48,9 @@ class _EnsembleDecoder(torch.nn.Module):
         return self._owner[0]
 
     def forward(self, memory: torch.Tensor, memory_mask: torch.Tensor, ys_in_pad: torch.Tensor,
-                ys_in_lens: torch.Tensor, r_ys_in_pad: Optional[torch.Tensor] = None,
-                reverse_weight: float = 0.0):
+                ys_in_lens: torch.Tensor, r_ys_in_pad: torch.Tensor = torch.empty(0),
+                reverse_weight: float = 0.0
+                ) -> Tuple[torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
         """As a decoder's forward, but the returned "logits" are the ensemble's
         log-probabilities (a log-softmax leaves them as they are)."""
         owner = self.owner

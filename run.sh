@@ -34,6 +34,8 @@ dev_set=dev
 test_sets=              # empty: the corpus default
 train_config=           # empty: the corpus default
 train_overrides=        # "key.sub value; key value": changes to train_config (saved in \$dir/train.yaml)
+train_seed=777          # training: seed of initialisation, dropout, augmentation and data order
+                        # (another seed gives another model of the same recipe, e.g. for an ensemble)
 cmvn=true
 dir=                    # empty: exp/<corpus>_<config name>
 checkpoint=             # resume training from this checkpoint
@@ -88,6 +90,7 @@ Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in co
   --train_overrides \"K V; ...\" change config entries for this run, e.g.
                                \"max_epoch 10; model_conf.big_blank_durations [2, 4]\"
   --dir DIR                    experiment directory
+  --train_seed N               training seed (default 777): weights, dropout, augmentation, order
   --num_nodes N --node_rank R  multi-node training (shared init file on a shared disk)
   --num_cpu_workers N          CPU training processes when no GPU is visible
   --ddp_timeout S              seconds a training process waits for its peers (default 600):
@@ -132,7 +135,7 @@ option_types=(
   use_model_avg=bool average_num=uint decode_modes=nonempty
   beam_size=posint ctc_weight=float reverse_weight=float decoding_chunk_size=int
   num_decoding_left_chunks=int simulate_streaming=bool gpu=int nbest=posint timestamps=bool
-  context_score=float lm_order=uint replay_ratio=float lm_broad_text=bool lm_weight=float word_bonus=float
+  context_score=float lm_order=uint train_seed=uint replay_ratio=float lm_broad_text=bool lm_weight=float word_bonus=float
 )
 # Parsed before the cd (parse_options.sh reads this script to learn its options) and
 # before path.sh, so --help and bad values never wait for the virtualenv's installation.
@@ -336,7 +339,7 @@ if run_stage 4; then
     ${checkpoint:+--checkpoint "${checkpoint}"} --model_dir "${dir}" \
     ${init_checkpoint:+--init_checkpoint "${init_checkpoint}" --init_exclude "${init_exclude}"} \
     --tensorboard_dir "${dir}/tensorboard" --num_workers 1 --use_amp "${use_amp}" "${cmvn_opts[@]}" \
-    --ddp_timeout "${ddp_timeout}" "${override_opts[@]}"
+    --ddp_timeout "${ddp_timeout}" --seed "${train_seed}" "${override_opts[@]}"
   stage_done 4
 fi
 

@@ -63,6 +63,7 @@ BAD = [
     (["--nbpe", "abc"], "--nbpe takes a non-negative integer (0, 1, 2, ...), not 'abc'"),
     (["--average_num", "x"], "--average_num takes a non-negative integer (0, 1, 2, ...), not 'x'"),
     (["--seed", "-3"], "--seed takes a non-negative integer (0, 1, 2, ...), not '-3'"),
+    (["--train_seed", "x1"], "--train_seed takes a non-negative integer (0, 1, 2, ...), not 'x1'"),
     (["--nj", "0"], "--nj takes a positive integer (1, 2, ...), not '0'"),
     (["--num-cpu-workers", "-1"], "--num-cpu-workers takes a positive integer (1, 2, ...), not '-1'"),
     (["--num_utts_per_shard", "1e3"], "--num_utts_per_shard takes a positive integer (1, 2, ...), not '1e3'"),
@@ -144,6 +145,16 @@ def test_ddp_timeout_reaches_train_py_through_the_launcher(recipe: Path):
         launcher_opts, train_args = launch.split(" [--] ", 1)
         assert "ddp_timeout" not in launcher_opts
         assert f"[--ddp_timeout] [{timeout}]" in train_args
+
+
+def test_train_seed_reaches_train_py(recipe: Path):
+    for extra, seed in (([], "777"), (["--train_seed", "12"], "12")):
+        (recipe / "calls.log").unlink(missing_ok=True)
+        r = run_sh(recipe, ["--stage", "4", "--stop_stage", "4", *extra])
+        assert r.returncode == 0, r.stderr
+        [launch] = [c for c in calls(recipe) if c.startswith("launch_train.sh")]
+        train_args = launch.split(" [--] ", 1)[1]
+        assert train_args.count("[--seed]") == 1 and f"[--seed] [{seed}]" in train_args
 
 
 def test_download_reaches_the_switchboard_stage_0(recipe: Path):

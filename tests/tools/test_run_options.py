@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
-from typing import List
+from typing import List, Tuple
 
 import pytest
 from tests.common import ROOT_PATH
@@ -136,24 +136,26 @@ def test_a_config_file_sets_options_and_is_checked(recipe: Path, tmp_path: Path)
     assert not (recipe / "pwned").exists() and not (tmp_path / "pwned").exists()
 
 
+def launch_stage_4(recipe: Path, extra: List[str]) -> Tuple[str, str]:
+    """Runs stage 4 alone with ``extra``; the launcher's own options and train.py's."""
+    (recipe / "calls.log").unlink(missing_ok=True)
+    r = run_sh(recipe, ["--stage", "4", "--stop_stage", "4", *extra])
+    assert r.returncode == 0, r.stderr
+    [launch] = [c for c in calls(recipe) if c.startswith("launch_train.sh")]
+    launcher_opts, train_args = launch.split(" [--] ", 1)
+    return launcher_opts, train_args
+
+
 def test_ddp_timeout_reaches_train_py_through_the_launcher(recipe: Path):
     for extra, timeout in (([], "600"), (["--ddp_timeout", "1800"], "1800")):
-        (recipe / "calls.log").unlink(missing_ok=True)
-        r = run_sh(recipe, ["--stage", "4", "--stop_stage", "4", *extra])
-        assert r.returncode == 0, r.stderr
-        [launch] = [c for c in calls(recipe) if c.startswith("launch_train.sh")]
-        launcher_opts, train_args = launch.split(" [--] ", 1)
+        launcher_opts, train_args = launch_stage_4(recipe, extra)
         assert "ddp_timeout" not in launcher_opts
         assert f"[--ddp_timeout] [{timeout}]" in train_args
 
 
 def test_train_seed_reaches_train_py(recipe: Path):
     for extra, seed in (([], "777"), (["--train_seed", "12"], "12")):
-        (recipe / "calls.log").unlink(missing_ok=True)
-        r = run_sh(recipe, ["--stage", "4", "--stop_stage", "4", *extra])
-        assert r.returncode == 0, r.stderr
-        [launch] = [c for c in calls(recipe) if c.startswith("launch_train.sh")]
-        train_args = launch.split(" [--] ", 1)[1]
+        _, train_args = launch_stage_4(recipe, extra)
         assert train_args.count("[--seed]") == 1 and f"[--seed] [{seed}]" in train_args
 
 

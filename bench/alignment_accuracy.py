@@ -177,11 +177,7 @@ def report(name: str, rows, tol: float) -> float:
 
 def load_aligner(args) -> Aligner:
     ckpt = args.checkpoint or sorted(glob.glob(os.path.join(args.exp_dir, "avg_*.pt")))[-1]
-    configs = load_yaml(os.path.join(args.exp_dir, "train.yaml"))
-    cmvn = configs.get("cmvn_file")
-    if cmvn and not os.path.isabs(cmvn) and not os.path.exists(cmvn):
-        # a path relative to the recipe root (exp_dir/../..), where training ran
-        configs["cmvn_file"] = os.path.join(args.exp_dir, "..", "..", cmvn)
+    configs = load_yaml(os.path.join(args.exp_dir, "train.yaml"))  # CMVN: in the checkpoint
     print(f"model {ckpt}; decoding_chunk_size {args.decoding_chunk_size}, "
           f"num_decoding_left_chunks {args.num_decoding_left_chunks}")
     return Aligner(load_model(configs, ckpt),

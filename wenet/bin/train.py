@@ -144,7 +144,8 @@ def init_configs(args: argparse.Namespace, info: DistInfo
     conf = TrainConf.from_configs(configs)
     symbols = read_symbol_table(args.symbol_table)
     output_dim = max(symbols.values()) + 1
-    configs = train_yaml_configs(configs, input_dim_of(configs), output_dim, args.cmvn)
+    configs = train_yaml_configs(configs, input_dim_of(configs), output_dim, args.cmvn,
+                                 args.symbol_table, args.bpe_model)
     os.makedirs(args.model_dir, exist_ok=True)
     if info.rank == 0:
         save_yaml(configs, os.path.join(args.model_dir, "train.yaml"))

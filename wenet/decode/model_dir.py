@@ -7,14 +7,13 @@ Two layouts are accepted:
   sentencepiece model beside it (stage 6 copies them there; the CMVN is inside the
   TorchScript model);
 - an experiment dir: ``train.yaml`` + a checkpoint: the one named, else the newest
-  ``avg_*.pt``, else ``final.pt``, else the newest epoch ``{N}.pt``. ``units.txt`` (or
-  ``*_units.txt``) and the BPE model are looked for beside ``train.yaml``;
-  ``global_cmvn`` beside it too, else at the ``cmvn_file`` path of ``train.yaml``
-  (relative to the working directory or the dir's ancestors, as run.sh writes it).
+  ``avg_*.pt``, else ``final.pt``, else the newest epoch ``{N}.pt``. The checkpoint
+  carries the CMVN statistics.
 
-Files that are not in the dir can be named (``units``, ``bpe_model``). An experiment dir
-whose stage 6 predates the copy finds them in the recipe's ``data/lang_char`` two levels
-up, when exactly one units file there has the model's ``output_dim`` entries.
+Units and the BPE model are found by :mod:`wenet.models.paths`' one rule (beside the model,
+then where ``train.yaml`` says under the recipe root recorded at training time; never the
+working directory; two disagreeing candidates are an error naming both). Files can also
+be named (``units``, ``bpe_model``).
 
 A scripted model is wrapped in :class:`ScriptedModel`, which offers what the decoding
 modes call on an eager model (``encode``, ``ctc_logprobs``, ``decoder``, ``sos``...),
@@ -35,15 +34,13 @@ from wenet.dataset.fbank import FeatureConf
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.decode.align import frame_shift_seconds
 from wenet.models import load_model
+from wenet.models.paths import resolve_bpe, resolve_units
 from wenet.train.checkpoint import epoch_checkpoints
 from wenet.transformer.encoder import check_decoding_chunk_size
-from wenet.utils.file_utils import load_yaml, read_symbol_table
+from wenet.utils.file_utils import load_yaml
 
 SCRIPT_NAME = "final.zip"
 CONFIG_NAME = "train.yaml"
-UNITS_NAME = "units.txt"
-BPE_NAME = "bpe.model"
-CMVN_NAME = "global_cmvn"
 
 
 class ScriptedModel:
@@ -115,78 +112,6 @@ def find_checkpoint(path: str) -> str:
                             f"{SCRIPT_NAME}")
 
 
-def _units_size(units: str) -> int:
-    """Entries of a units file (max id + 1), the model's ``output_dim``."""
-    return max(read_symbol_table(units).values()) + 1
-
-
-def _named_or_only(path: str, name: str, pattern: str) -> Optional[str]:
-    """``path/name`` if it is a file, else the only file of ``path`` matching ``pattern``,
-    else None."""
-    exact = os.path.join(path, name)
-    if os.path.isfile(exact):
-        return exact
-    found = sorted(glob.glob(os.path.join(path, pattern)))
-    return found[0] if len(found) == 1 else None
-
-
-def _find_units(path: str, output_dim: Optional[int]) -> str:
-    """``units.txt`` of the dir, else its only ``*_units.txt``, else (an experiment dir of
-    this recipe whose stage 6 predates the copy) the only ``data/lang_char/*_units.txt``
-    two levels up whose size is the model's ``output_dim``."""
-    found = _named_or_only(path, UNITS_NAME, "*_units.txt")
-    if found:
-        return found
-    recipe = sorted(glob.glob(os.path.join(path, "..", "..", "data", "lang_char", "*_units.txt")))
-    fits = [u for u in recipe if output_dim is None or _units_size(u) == output_dim]
-    if len(fits) == 1:
-        logging.info("%s has no %s: using the recipe's %s", path, UNITS_NAME,
-                     os.path.normpath(fits[0]))
-        return os.path.normpath(fits[0])
-    raise FileNotFoundError(
-        f"{path}: no {UNITS_NAME} (run.sh stage 6 copies it there: ./run.sh --stage 6 "
-        f"--stop_stage 6 --dir {path}; or name it, e.g. --dict data/lang_char/..._units.txt)")
-
-
-def _find_bpe(path: str, units: str) -> Optional[str]:
-    """The sentencepiece model of the dir (``bpe.model``, else the only ``*.model``), or
-    None. Decoding needs none (ids become text through units.txt); hotword phrases are
-    cut into units with it, so its absence is logged when the units look like BPE."""
-    found = _named_or_only(path, BPE_NAME, "*.model")
-    if found:
-        return found
-    if units.endswith("_units.txt") and os.path.isfile(units[:-len("_units.txt")] + ".model"):
-        return units[:-len("_units.txt")] + ".model"  # the recipe's data/lang_char pair
-    with open(units, encoding="utf-8") as f:
-        pieces = [line.split()[0] for line in f if line.strip()]
-    if any(p.startswith("\u2581") and len(p) > 1 for p in pieces):
-        logging.warning("%s: %s holds word pieces but there is no %s beside it: hotword "
-                        "phrases will be cut into characters (run.sh stage 6 copies it; or "
-                        "name it)", path, units, BPE_NAME)
-    return None
-
-
-def _resolve_cmvn(path: str, configs: Dict[str, Any]) -> None:
-    """Point ``configs['cmvn_file']`` at an existing file: the dir's ``global_cmvn``, else
-    the configured path as given or relative to the dir and its ancestors."""
-    beside = os.path.join(path, CMVN_NAME)
-    if os.path.isfile(beside):
-        configs["cmvn_file"] = beside
-        return
-    cmvn = configs.get("cmvn_file")
-    if not cmvn or os.path.isfile(cmvn):
-        return
-    base = os.path.abspath(path)
-    for _ in range(4):
-        candidate = os.path.join(base, cmvn)
-        if os.path.isfile(candidate):
-            configs["cmvn_file"] = candidate
-            return
-        base = os.path.dirname(base)
-    raise FileNotFoundError(f"{path}: train.yaml's cmvn_file {cmvn} not found and no "
-                            f"{CMVN_NAME} beside it (run.sh stage 6 copies it there)")
-
-
 def _load_script(path: str, device: str) -> ScriptedModel:
     # TorchScript's default fusion strategy compiles static-shape specialisations first;
     # recognition feeds every batch in a new shape, so it kept recompiling (transcribing
@@ -215,8 +140,8 @@ def load_model_dir(path: str, device: str = "cpu", checkpoint: Optional[str] = N
         raise FileNotFoundError(f"{path}: no {CONFIG_NAME} (the features and units of the "
                                 "model are read from it)")
     configs = load_yaml(config_path)
-    units = units or _find_units(path, configs.get("output_dim"))
-    bpe_model = bpe_model or _find_bpe(path, units)
+    units = units or resolve_units(path, configs)
+    bpe_model = bpe_model or resolve_bpe(path, configs, units)
     tokenizer = Tokenizer(units, bpe_model)
     feature_conf = FeatureConf.from_config(configs, config_path)
     script = os.path.join(path, SCRIPT_NAME)
@@ -227,8 +152,7 @@ def load_model_dir(path: str, device: str = "cpu", checkpoint: Optional[str] = N
         scripted, rate = True, int(model.script.subsampling_rate())
     else:
         checkpoint = checkpoint or find_checkpoint(path)
-        _resolve_cmvn(path, configs)
-        model = load_model(configs, checkpoint, device)
+        model = load_model(configs, checkpoint, device)  # the CMVN comes with the weights
         scripted, rate = False, int(model.subsampling_rate())
     logging.info("model %s (%s), units %s%s", checkpoint, "TorchScript" if scripted else
                  "checkpoint", units, f", BPE {bpe_model}" if bpe_model else "")

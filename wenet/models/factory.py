@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
 from typing import Any, Dict, Optional
 
 import torch
 
 from wenet.dataprep.cmvn import load_cmvn
+from wenet.models.paths import resolve_cmvn
 from wenet.transducer.joint import TransducerJoint
 from wenet.transducer.predictor import PREDICTORS
 from wenet.transducer.transducer_model import TransducerModel
@@ -27,6 +29,7 @@ from wenet.zipformer.encoder import ZipformerEncoder
 ENCODERS = {"conformer": ConformerEncoder, "transformer": TransformerEncoder,
             "zipformer": ZipformerEncoder}
 DECODERS = {"transformer": TransformerDecoder, "bitransformer": BiTransformerDecoder}
+CMVN_MEAN_KEY, CMVN_ISTD_KEY = "encoder.global_cmvn.mean", "encoder.global_cmvn.istd"
 
 
 def checked_kwargs(cls: type, conf: Optional[Dict[str, Any]], section: str) -> Dict[str, Any]:
@@ -70,11 +73,12 @@ def _attention_decoder(configs: Dict[str, Any], vocab_size: int,
         decoder_cls, configs.get("decoder_conf"), "decoder_conf"))
 
 
-def init_model(configs: Dict[str, Any]) -> ASRModel:
+def init_model(configs: Dict[str, Any], global_cmvn: Optional[GlobalCMVN] = None) -> ASRModel:
     """ASRModel for ``configs``: the training yaml (encoder, encoder_conf, decoder,
     decoder_conf, model_conf) plus ``input_dim`` (feature size), ``output_dim``
-    (vocabulary size, sos/eos last) and ``cmvn_file`` (global_cmvn path or None).
-    A TransducerModel (a subclass) when ``is_transducer_config(configs)``.
+    (vocabulary size, sos/eos last) and ``cmvn_file`` (global_cmvn path or None), read
+    unless ``global_cmvn`` is given. A TransducerModel (a subclass) when
+    ``is_transducer_config(configs)``.
     """
     for key in ("input_dim", "output_dim"):
         if key not in configs:
@@ -83,7 +87,7 @@ def init_model(configs: Dict[str, Any]) -> ASRModel:
     vocab_size = int(configs["output_dim"])
     encoder_type = configs.get("encoder", "conformer")
     encoder_cls = _pick(ENCODERS, encoder_type, "encoder")
-    encoder = encoder_cls(input_dim, global_cmvn=_global_cmvn(configs, input_dim),
+    encoder = encoder_cls(input_dim, global_cmvn=global_cmvn or _global_cmvn(configs, input_dim),
                           **checked_kwargs(encoder_cls, configs.get("encoder_conf"),
                                            "encoder_conf"))
     if is_transducer_config(configs):
@@ -127,19 +131,44 @@ def build_transducer(configs: Dict[str, Any], encoder: torch.nn.Module,
 def load_trained_model(config_path: str, checkpoint: Optional[str],
                        device: str | torch.device = "cpu") -> ASRModel:
     """The model described by an experiment's ``train.yaml`` with ``checkpoint``'s
-    weights (strict), in eval mode: what recognition and export start from."""
+    weights (strict), in eval mode: what recognition and export start from. Without a
+    checkpoint the CMVN file is found by :mod:`wenet.models.paths`' rule."""
     configs = load_yaml(config_path)
+    if not checkpoint and configs.get("cmvn_file"):
+        configs["cmvn_file"] = resolve_cmvn(os.path.dirname(os.path.abspath(config_path)),
+                                            configs)
     return load_model(configs, checkpoint, device)
+
+
+def _checkpoint_cmvn(state: Dict[str, torch.Tensor], input_dim: int) -> Optional[GlobalCMVN]:
+    """The CMVN a checkpoint carries as encoder buffers, or None when it has none."""
+    mean, istd = state.get(CMVN_MEAN_KEY), state.get(CMVN_ISTD_KEY)
+    if mean is None or istd is None:
+        return None
+    if mean.shape[0] != input_dim:
+        raise ValueError(f"checkpoint CMVN dimension {mean.shape[0]} differs from "
+                         f"input_dim {input_dim}")
+    return GlobalCMVN(mean.clone(), istd.clone())
 
 
 def load_model(configs: Dict[str, Any], checkpoint: Optional[str],
                device: str | torch.device = "cpu") -> ASRModel:
-    """``init_model(configs)`` with ``checkpoint``'s weights (strict), in eval mode."""
-    model = init_model(configs)
-    if checkpoint:
-        state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-        model.load_state_dict(state)
-        logging.info("loaded %s", checkpoint)
-    else:
+    """``init_model(configs)`` with ``checkpoint``'s weights (strict), in eval mode.
+
+    A checkpoint holds the model's CMVN (encoder buffers), so the model is built from it
+    and ``configs['cmvn_file']`` is not read: no file elsewhere (a relative path resolved
+    against another recipe, say) can stand in for the statistics the model was trained with.
+    """
+    if not checkpoint:
         logging.warning("no checkpoint given: the model is RANDOMLY INITIALISED")
+        return init_model(configs).to(device).eval()
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    cmvn = _checkpoint_cmvn(state, int(configs["input_dim"])) if "input_dim" in configs else None
+    if cmvn is None and configs.get("cmvn_file"):
+        raise ValueError(f"{checkpoint}: no CMVN buffers ({CMVN_MEAN_KEY}) although the config "
+                         f"names cmvn_file {configs['cmvn_file']}: not this config's checkpoint?")
+    model = init_model(configs, global_cmvn=cmvn) if cmvn is not None \
+        else init_model(dict(configs, cmvn_file=None))
+    model.load_state_dict(state)
+    logging.info("loaded %s", checkpoint)
     return model.to(device).eval()

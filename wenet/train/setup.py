@@ -23,6 +23,7 @@ import torch.distributed as dist
 import yaml
 
 from wenet.dataset.fbank import FeatureConf
+from wenet.models.paths import recorded_paths
 from wenet.utils.file_utils import atomic_write_text
 
 _TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")
@@ -93,11 +94,14 @@ def override_config(configs: Dict[str, Any], overrides: List[str]) -> Dict[str, 
 
 
 def train_yaml_configs(configs: Dict[str, Any], input_dim: int, output_dim: int,
-                       cmvn_file: Optional[str]) -> Dict[str, Any]:
-    """The config as trained plus what inference needs: ``input_dim``, ``output_dim``, ``cmvn_file``."""
+                       cmvn_file: Optional[str], symbol_table: Optional[str] = None,
+                       bpe_model: Optional[str] = None) -> Dict[str, Any]:
+    """The config as trained plus what inference needs: ``input_dim``, ``output_dim``, and
+    the files training read (``cmvn_file``, ``symbol_table``, ``bpe_model``) with the
+    ``recipe_root`` their relative paths start from (wenet.models.paths)."""
     out = copy.deepcopy(configs)
-    out.update(input_dim=int(input_dim), output_dim=int(output_dim), cmvn_file=cmvn_file,
-               is_json_cmvn=True)
+    out.update(input_dim=int(input_dim), output_dim=int(output_dim), is_json_cmvn=True,
+               **recorded_paths(cmvn_file, symbol_table, bpe_model))
     return out
 
 

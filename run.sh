@@ -230,6 +230,17 @@ banner() {
   stage_start=$(date +%s)
   echo "================ stage $1: $2 ($(date '+%F %T')) ================"
 }
+# Stages 5 and 6 average the average_num best epochs, or every epoch there is when training
+# kept fewer (a short run, e.g. --train_overrides "max_epoch 1"), and say so.
+clamp_average_num() {
+  local kept
+  [ -d "${dir}" ] || return 0
+  kept=$(find "${dir}" -maxdepth 1 -regextype posix-extended -regex '.*/[0-9]+\.pt' | wc -l)
+  if [ "${kept}" -gt 0 ] && [ "${kept}" -lt "${average_num}" ]; then
+    echo "run.sh: ${dir} holds ${kept} epoch checkpoint(s): averaging ${kept}, not --average_num ${average_num}" >&2
+    average_num=${kept}
+  fi
+}
 stage_done() {
   local now; now=$(date +%s)
   echo "---------------- stage $1 done in $((now - stage_start)) s (total $((now - run_start)) s)"
@@ -350,6 +361,7 @@ if run_stage 5; then
     python wenet/bin/average_model.py --dst_model "${decode_checkpoint}" \
       --src_path "${dir}" --use_model_avg
   elif [ -z "${decode_checkpoint}" ]; then
+    clamp_average_num
     decode_checkpoint="${dir}/avg_${average_num}.pt"
     if "${average_checkpoint}"; then
       python wenet/bin/average_model.py --dst_model "${decode_checkpoint}" \
@@ -398,7 +410,7 @@ if run_stage 6; then
   banner 6 "TorchScript export"
   if [ -z "${decode_checkpoint}" ]; then
     if "${use_model_avg}"; then decode_checkpoint="${dir}/model_avg.pt"
-    else decode_checkpoint="${dir}/avg_${average_num}.pt"; fi
+    else clamp_average_num; decode_checkpoint="${dir}/avg_${average_num}.pt"; fi
   fi
   python wenet/bin/export_jit.py --config "${dir}/train.yaml" --checkpoint "${decode_checkpoint}" \
     --output_file "${dir}/final.zip" --output_quant_file "${dir}/final_quant.zip"

@@ -375,3 +375,29 @@ def test_decode_ensemble_reaches_recognize_and_bad_paths_stop_run_sh(recipe: Pat
     assert r.returncode == 0, r.stderr
     [rec] = [c for c in calls(recipe) if c.startswith("recognize.py")]
     assert "--ensemble" not in rec
+
+
+def test_stage_5_averages_what_a_short_run_kept(recipe: Path):
+    """A one-epoch run (--train_overrides "max_epoch 1") keeps one epoch checkpoint: stage 5
+    averages that one, says so, and decodes avg_1.pt; with enough epochs average_num holds."""
+    _stub_stage_5(recipe)
+    exp = recipe / "exp" / "synth_train_zipformer"
+    exp.mkdir(parents=True)
+    for name in ("0.pt", "0.yaml", "step_100.pt", "avg_7.pt"):  # only {N}.pt are epochs
+        (exp / name).write_text("")
+    stage5 = ["--stage", "5", "--stop_stage", "5", "--decode_modes", "attention_rescoring"]
+    r = run_sh(recipe, stage5)
+    assert r.returncode == 0, r.stderr
+    assert ("run.sh: exp/synth_train_zipformer holds 1 epoch checkpoint(s): averaging 1, not "
+            "--average_num 2") in r.stderr
+    [avg] = [c for c in calls(recipe) if c.startswith("average_model.py")]
+    assert "[--dst_model] [exp/synth_train_zipformer/avg_1.pt]" in avg and "[--num] [1]" in avg
+    [rec] = [c for c in calls(recipe) if c.startswith("recognize.py")]
+    assert "[--checkpoint] [exp/synth_train_zipformer/avg_1.pt]" in rec
+    (recipe / "calls.log").unlink()
+    for n in (1, 2):
+        (exp / f"{n}.pt").write_text("")
+    r = run_sh(recipe, stage5)
+    assert r.returncode == 0 and "averaging" not in r.stderr, r.stderr
+    [avg] = [c for c in calls(recipe) if c.startswith("average_model.py")]
+    assert "[--dst_model] [exp/synth_train_zipformer/avg_2.pt]" in avg and "[--num] [2]" in avg

@@ -26,6 +26,7 @@ ROOM_RANKS = {
 MAX_FILE_LINES = 400
 MAX_FUNCTION_LINES = 60
 MAX_UTILS_FILES = 5
+MAX_ROOM_SHARE = 0.15  # of the package's lines
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,42 @@ def oversized(root: str, package: str = "wenet") -> List[str]:
     return bad
 
 
+def private_imports(root: str, folders=("wenet", "bench", "tools", "local", "tests")) -> List[str]:
+    """``from M import _name`` of a project module M (wenet, local, tools, bench) by another
+    file: a private name stays in its module (make it public, with a docstring, to share it).
+    Tests may share their own helpers among themselves."""
+    bad = []
+    for folder in folders:
+        for path in python_files(os.path.join(root, folder)):
+            tree = ast.parse(open(path, encoding="utf-8").read(), path)
+            here = module_name(root, path)
+            for node in ast.walk(tree):
+                if not (isinstance(node, ast.ImportFrom) and node.module and node.level == 0):
+                    continue
+                if node.module.split(".")[0] not in ("wenet", "local", "tools", "bench"):
+                    continue
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__") \
+                            and node.module != here:
+                        bad.append(f"{os.path.relpath(path, root)}:{node.lineno}: "
+                                   f"{alias.name} from {node.module}")
+    return bad
+
+
 # ------------------------------------------------------------------- the repository
+
+def test_no_private_name_is_imported_across_modules():
+    assert private_imports(REPO) == []
+
+
+def test_no_room_holds_more_than_its_share_of_the_package():
+    lines = {}
+    for path in python_files(os.path.join(REPO, "wenet")):
+        room = room_of(module_name(REPO, path)) or "(top)"
+        with open(path, encoding="utf-8") as f:
+            lines[room] = lines.get(room, 0) + sum(1 for _ in f)
+    total = sum(lines.values())
+    assert {r: f"{n / total:.1%}" for r, n in lines.items() if n > MAX_ROOM_SHARE * total} == {}
 
 def test_no_upward_imports_in_wenet():
     imports, _ = collect_imports(REPO)
@@ -199,6 +235,18 @@ def _tree(tmp_path, files: Dict[str, str]) -> str:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return str(tmp_path)
+
+
+def test_checker_names_a_private_import_across_modules_only(tmp_path):
+    root = _tree(tmp_path, {
+        "wenet/__init__.py": "",
+        "wenet/a.py": "_x = 1\n",
+        "wenet/b.py": "from wenet.a import (y,\n    _x)\nfrom os import _exit\n",
+        "wenet/c.py": "from wenet.c import _self\nfrom wenet.a import __doc__\n",
+        "tests/t.py": "from tests.u import _helper\nfrom local.synth.g import _p\n",
+    })
+    assert private_imports(root) == ["wenet/b.py:1: _x from wenet.a",
+                                     "tests/t.py:2: _p from local.synth.g"]
 
 
 def test_checker_names_an_upward_import_and_a_lazy_one(tmp_path):

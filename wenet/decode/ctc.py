@@ -92,7 +92,7 @@ def ctc_prefix_beam_search(ctc_logprobs: torch.Tensor, lengths: torch.Tensor,
     topk_lp, topk_ids = lp_all.topk(min(beam_size, V), dim=-1)  # (B, T, K)
     full = valid & ~skip  # frames that need the full update
 
-    beam = _initial_beam(B, N, device, context_graph is not None)
+    beam = initial_beam(B, N, device, context_graph is not None)
     tables = None if context_graph is None else context_graph.tables(V, device)
     prefixes: List[List[Optional[Hyp]]] = [[()] + [None] * (N - 1) for _ in range(B)]
     for t in range(T):
@@ -104,12 +104,12 @@ def ctc_prefix_beam_search(ctc_logprobs: torch.Tensor, lengths: torch.Tensor,
             beam = beam._replace(pb=torch.where(s, total + lp_blank, beam.pb),
                                  pnb=torch.where(s, NEG_INF, beam.pnb))
         if bool(full[:, t].any()):
-            beam = _prefix_step(beam, total, prefixes, topk_lp[:, t], topk_ids[:, t],
+            beam = prefix_step(beam, total, prefixes, topk_lp[:, t], topk_ids[:, t],
                                 full[:, t], V, blank_id, tables)
-    return _nbest_lists(beam, prefixes, tables)
+    return nbest_lists(beam, prefixes, tables)
 
 
-def _initial_beam(B: int, N: int, device: torch.device, biased: bool) -> _Beam:
+def initial_beam(B: int, N: int, device: torch.device, biased: bool) -> _Beam:
     """Every utterance's beam holding just the empty prefix (bonus 0 at the root)."""
     pb = torch.full((B, N), NEG_INF, device=device)
     pb[:, 0] = 0.0
@@ -122,7 +122,7 @@ def _initial_beam(B: int, N: int, device: torch.device, biased: bool) -> _Beam:
     return beam
 
 
-def _nbest_lists(beam: _Beam, prefixes: List[List[Optional[Hyp]]],
+def nbest_lists(beam: _Beam, prefixes: List[List[Optional[Hyp]]],
                  tables: Optional[_Tables] = None) -> List[NBest]:
     """Each utterance's live prefixes with their scores (plus the bonus each
     keeps, with a context graph), best first."""
@@ -139,7 +139,7 @@ def _nbest_lists(beam: _Beam, prefixes: List[List[Optional[Hyp]]],
     return results
 
 
-def _prefix_step(beam: _Beam, total: torch.Tensor, prefixes: List[List[Optional[Hyp]]],
+def prefix_step(beam: _Beam, total: torch.Tensor, prefixes: List[List[Optional[Hyp]]],
                  lp_k: torch.Tensor, ids_k: torch.Tensor, active: torch.Tensor,
                  V: int, blank_id: int, tables: Optional[_Tables] = None) -> _Beam:
     """One full frame of prefix beam search for the utterances in ``active``.

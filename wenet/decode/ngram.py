@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 LN10 = math.log(10.0)
-_NO_PROB = -99.0  # ARPA's log10 "probability" of <s>, which is never predicted
+NO_PROB = -99.0  # ARPA's log10 "probability" of <s>, which is never predicted
 
 Ngram = Tuple[str, ...]
 
@@ -256,11 +256,11 @@ def train_kneser_ney(sentences: Iterable[Sequence[str]], order: int = 3) -> Ngra
             probs[gram] = (max(c - d, 0.0) / totals[ctx]
                            + gammas[ctx] * _interpolated(lin_probs, gammas, gram[1:]))
     log_probs = [{g: math.log10(p) for g, p in table.items()} for table in lin_probs]
-    log_probs[0][(BOS,)] = _NO_PROB
+    log_probs[0][(BOS,)] = NO_PROB
     backoffs = {ctx: math.log10(g) for ctx, g in gammas.items()
                 if ctx and len(ctx) < order and g > 0}
     for ctx in backoffs:  # a context must be an n-gram of its own order
-        log_probs[len(ctx) - 1].setdefault(ctx, _NO_PROB)
+        log_probs[len(ctx) - 1].setdefault(ctx, NO_PROB)
     logger.info("trained a %d-gram Kneser-Ney model: %s n-grams, discounts %s", order,
                 "/".join(str(len(t)) for t in log_probs),
                 ", ".join(f"{d:.3f}" for d in discounts))

@@ -27,7 +27,7 @@ import math
 from collections import defaultdict
 from typing import Dict, List, Sequence, Tuple
 
-from wenet.decode.ngram import BOS, EOS, NgramLM, Ngram, _NO_PROB
+from wenet.decode.ngram import BOS, EOS, NgramLM, Ngram, NO_PROB
 
 logger = logging.getLogger(__name__)
 
@@ -63,10 +63,10 @@ def mix_ngram_lms(lms: Sequence[NgramLM], weights: Sequence[float]) -> NgramLM:
         table = probs[n - 1]
         for gram in sorted(grams):  # sorted: sums below in a fixed order, same bits each run
             if gram[-1] == BOS:  # <s> is never predicted; it stays as a context only
-                table[gram] = _NO_PROB
+                table[gram] = NO_PROB
                 continue
             p = sum(w * _prob(lm, gram[:-1], gram[-1]) for lm, w in parts)
-            table[gram] = math.log10(p) if p > 0 else _NO_PROB
+            table[gram] = math.log10(p) if p > 0 else NO_PROB
     merged = NgramLM(order, probs, {})
     seen: Dict[Ngram, List[str]] = defaultdict(list)
     for table in probs[1:]:

@@ -23,7 +23,7 @@ import torch
 
 from wenet.dataset.fbank import FeatureConf, compute_fbank
 from wenet.decode.context_graph import ContextGraph
-from wenet.decode.ctc import _initial_beam, _nbest_lists, _prefix_step
+from wenet.decode.ctc import initial_beam, nbest_lists, prefix_step
 from wenet.decode.hyps import NEG_INF, Hyp, NBest
 
 
@@ -75,7 +75,7 @@ class CtcPrefixBeamState:
         self.blank_skip_threshold = blank_skip_threshold
         self.context_graph = context_graph
         self._tables = None  # the graph's tables, built for the vocabulary on first use
-        self._beam = _initial_beam(1, beam_size, torch.device("cpu"), context_graph is not None)
+        self._beam = initial_beam(1, beam_size, torch.device("cpu"), context_graph is not None)
         self._prefixes: List[List[Optional[Hyp]]] = [[()] + [None] * (beam_size - 1)]
         self.frames = 0
 
@@ -99,14 +99,14 @@ class CtcPrefixBeamState:
                 beam = beam._replace(pb=total + lp_all[:, t, self.blank_id].unsqueeze(1),
                                      pnb=torch.full_like(beam.pnb, NEG_INF))
             else:
-                beam = _prefix_step(beam, total, self._prefixes, topk_lp[:, t],
+                beam = prefix_step(beam, total, self._prefixes, topk_lp[:, t],
                                     topk_ids[:, t], active, V, self.blank_id, self._tables)
         self._beam = beam
         self.frames += T
 
     def nbest(self) -> NBest:
         """The live prefixes with their log scores, best first."""
-        return _nbest_lists(self._beam, self._prefixes, self._tables)[0]
+        return nbest_lists(self._beam, self._prefixes, self._tables)[0]
 
     def best(self) -> List[int]:
         nbest = self.nbest()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Dict, List, Sequence, Tuple
 
-from wenet.eval.wer import Counts, _read_transcripts, align, normalize
+from wenet.eval.wer import Counts, read_transcripts, align, normalize
 from wenet.utils.file_utils import text_lines
 
 
@@ -67,7 +67,7 @@ def nbest_oracle(ref_path: str, nbest_path: str, depths: Sequence[int],
                  case_sensitive: bool = False) -> Dict[int, Tuple[Counts, float]]:
     """:func:`oracle_counts` of a ``key text`` reference file and an n-best file."""
     refs = {k: normalize(v, set(), case_sensitive, True)
-            for k, v in _read_transcripts(ref_path, False).items()}
+            for k, v in read_transcripts(ref_path, False).items()}
     nbests = {k: [normalize(t.split(), set(), case_sensitive, True) for t in texts]
               for k, texts in read_nbest_texts(nbest_path).items()}
     return oracle_counts(refs, nbests, depths)

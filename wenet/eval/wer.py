@@ -175,7 +175,7 @@ def format_alignment(pairs: Sequence[Tuple[str, str]], padding: str = " ") -> Tu
     return "".join(lab), "".join(rec)
 
 
-def _read_transcripts(path: str, char_mode: bool) -> Dict[str, List[str]]:
+def read_transcripts(path: str, char_mode: bool) -> Dict[str, List[str]]:
     """``key text`` file → {key: raw tokens}; empty text allowed; a duplicate key or
     invalid UTF-8 is a ValueError naming the file and line."""
     out: Dict[str, List[str]] = {}
@@ -206,8 +206,8 @@ def compute_wer(ref_path: str, hyp_path: str, out: TextIO, char_mode: bool = Fal
     ignore = set(ignore_words or ())
     if not case_sensitive:
         ignore = {w.upper() for w in ignore}
-    refs = _read_transcripts(ref_path, char_mode)
-    hyps = _read_transcripts(hyp_path, char_mode)
+    refs = read_transcripts(ref_path, char_mode)
+    hyps = read_transcripts(hyp_path, char_mode)
     extra = [k for k in hyps if k not in refs]
     for k in extra:
         log.warning("%s: hypothesis '%s' has no reference in %s; ignored", hyp_path, k, ref_path)

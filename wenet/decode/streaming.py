@@ -10,10 +10,10 @@ chunk to chunk. At the end of a sentence the n-best is rescored by the attention
 decoder (``wenet.decode.attention.score_hyps``, the scores ``attention_rescoring``
 uses) and the winner gets word times from the CTC forced alignment of its tokens.
 
-The chunks are cut exactly as ``BaseEncoder.forward_chunk_by_chunk`` cuts them
-(``recognize.py --simulate_streaming``): chunk ``k`` reads feature frames
-``[k * stride, k * stride + window)``, and the last chunks at the end of the stream
-read what is left. So, without endpointing, the final result equals
+The chunks are cut exactly as ``StreamingEncoder.forward_chunk_by_chunk`` cuts them
+(``recognize.py --simulate_streaming``), by the same ``ChunkWindow``: chunk ``k`` reads
+feature frames ``[k * stride, k * stride + window)``, and the last chunks at the end of
+the stream read what is left. So, without endpointing, the final result equals
 ``recognize.py --mode attention_rescoring --simulate_streaming`` with the same
 ``--decoding_chunk_size``, ``--num_decoding_left_chunks``, beam and weights.
 
@@ -39,6 +39,7 @@ from wenet.decode.context_graph import ContextGraph
 from wenet.decode.hyps import NBest
 from wenet.decode.stream_state import (CtcPrefixBeamState, EndpointDetector, EndpointRules,
                                        IncrementalFbank)
+from wenet.transformer.streaming_encoder import ChunkWindow
 
 
 @dataclass(frozen=True)
@@ -76,9 +77,8 @@ class StreamingRecognizer:
         self.context_graph = context_graph
         self.fbank = IncrementalFbank(feature_conf)
         self.subsampling = int(model.subsampling_rate())
-        self.context = int(model.right_context()) + 1
-        self.stride = self.subsampling * options.chunk_size
-        self.window = (options.chunk_size - 1) * self.subsampling + self.context
+        self.chunks = ChunkWindow(self.subsampling, int(model.right_context()),
+                                  options.chunk_size, options.num_left_chunks)
         self.frame_s = self.subsampling * feature_conf.frame_shift / 1000.0
         self.sos, self.eos = int(model.sos_symbol()), int(model.eos_symbol())
         self.id_to_token = {i: t for t, i in tokenizer.symbol_table.items()}
@@ -119,16 +119,15 @@ class StreamingRecognizer:
         self.samples_in += samples.numel()
         self._feats = torch.cat([self._feats, self.fbank.accept(samples)])
         events: List[Dict[str, Any]] = []
-        while self._feats.size(0) >= self.window and not self.ended:
-            self._run_chunk(self._feats[:self.window])
-            self._feats = self._feats[self.stride:]
+        while self._feats.size(0) >= self.chunks.window and not self.ended:
+            self._run_chunk(self._feats[:self.chunks.window])
+            self._feats = self._feats[self.chunks.stride:]
             events.extend(self._after_chunk())
         return events
 
     def _run_chunk(self, xs: torch.Tensor) -> None:
-        o = self.options
         ys, self._att_cache, self._cnn_cache = self.model.forward_encoder_chunk(
-            xs.unsqueeze(0), self._offset, o.chunk_size * o.num_left_chunks,
+            xs.unsqueeze(0), self._offset, self.chunks.required_cache_size,
             self._att_cache, self._cnn_cache)
         self._offset += ys.size(1)
         logprobs = self.model.ctc_activation(ys)[0]
@@ -159,9 +158,8 @@ class StreamingRecognizer:
         nothing when the stream has ended already."""
         if self.ended:  # speech_end was given already (max_sentence_ms reached)
             return []
-        num = self._feats.size(0)
-        for cur in range(0, num - self.context + 1, self.stride):
-            self._run_chunk(self._feats[cur:min(cur + self.window, num)])
+        for cur in self.chunks.starts(self._feats.size(0), self.chunks.context):
+            self._run_chunk(self._feats[cur:cur + self.chunks.window])
         self._feats = self._feats[:0]
         events = self._end_sentence(final_if_empty=True)
         self.ended = True

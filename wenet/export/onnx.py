@@ -3,8 +3,9 @@ fixed-size caches, the CTC head, and the rescoring decoder (WeNet's CPU layout:
 ``encoder.onnx``, ``ctc.onnx``, ``decoder.onnx``).
 
 Streaming design. The graph is the encoder's own streaming step
-(``BaseEncoder.chunk_step``, which ``forward_chunk`` and so the TorchScript
-runtime use too), traced with a tensor offset. ONNX graphs want fixed ranks
+(``StreamingEncoder.chunk_step``, which ``forward_chunk`` and so the TorchScript
+runtime use too), traced with a tensor offset; the chunk window, the cache size
+and the cache shapes are the encoder's (``chunk_window``, ``streaming_cache_shapes``). ONNX graphs want fixed ranks
 and, ideally, fixed cache sizes, so the encoder takes caches that are always
 ``required_cache_size = chunk_size * left_chunks`` frames long. Before the
 cache has filled, its first ``required_cache_size - offset`` slots hold zeros;
@@ -39,29 +40,6 @@ from wenet.utils.file_utils import atomic_open
 OPSET = 17
 
 
-def _causal_conv_order(encoder: torch.nn.Module) -> int:
-    """Input frames the encoder's causal convolutions keep from earlier chunks
-    (kernel - 1), 0 when they are not causal or there are none."""
-    if hasattr(encoder, "streaming_cache_shapes"):  # an encoder with its own cache layout
-        return int(encoder.streaming_cache_shapes(encoder.chunk_multiple)[1][2])
-    conv = getattr(encoder.encoders[0], "conv_module", None)
-    return int(conv.lorder) if conv is not None else 0
-
-
-def encoder_cache_shapes(model: torch.nn.Module, required_cache_size: int
-                         ) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
-    """Shapes of the fixed-size attention and convolution caches of ``model``'s encoder."""
-    encoder = model.encoder
-    if hasattr(encoder, "streaming_cache_shapes"):  # the Zipformer packs its own caches
-        return encoder.streaming_cache_shapes(required_cache_size)
-    attn = encoder.encoders[0].self_attn
-    num_blocks = len(encoder.encoders)
-    att_shape = (num_blocks, attn.h, required_cache_size, 2 * attn.d_k)
-    # without a causal convolution there is nothing to carry: 0 frames
-    cnn_shape = (num_blocks, 1, encoder.output_size(), _causal_conv_order(encoder))
-    return att_shape, cnn_shape
-
-
 def chunk_attention_mask(offset: int, required_cache_size: int,
                          chunk_frames: int) -> torch.Tensor:
     """bool (1, 1, required_cache_size + chunk_frames): False on cache slots not yet
@@ -88,7 +66,7 @@ class StreamingEncoderONNX(torch.nn.Module):
             raise ValueError(f"required_cache_size must be > 0, got {required_cache_size}")
         self.encoder = encoder
         self.required_cache_size = required_cache_size
-        self.carries_cnn_cache = _causal_conv_order(encoder) > 0
+        self.carries_cnn_cache = encoder.causal_conv_frames() > 0
 
     def forward(self, chunk: torch.Tensor, offset: torch.Tensor, att_cache: torch.Tensor,
                 cnn_cache: torch.Tensor, att_mask: torch.Tensor
@@ -134,25 +112,24 @@ def encoder_metadata(model: torch.nn.Module, chunk_size: int,
     non-causal or conv-free encoder: cnn_cache then has 0 frames).
     """
     encoder = model.encoder
-    conv_order = _causal_conv_order(encoder)
-    subsampling = int(model.subsampling_rate())
-    right_context = int(model.right_context())
-    att_shape, _ = encoder_cache_shapes(model, chunk_size * left_chunks)
+    conv_order = encoder.causal_conv_frames()
+    chunks = encoder.chunk_window(chunk_size, left_chunks)
+    att_shape, _ = encoder.streaming_cache_shapes(chunks.required_cache_size)
     meta = {
         "output_size": encoder.output_size(),
         "num_blocks": att_shape[0],  # the att_cache's dims 0 and 1: layers and heads
         "head": att_shape[1],        # (the Zipformer packs its caches: 1 "head")
         "cnn_module_kernel": conv_order + 1 if conv_order > 0 else 0,
-        "subsampling_rate": subsampling,
-        "right_context": right_context,
+        "subsampling_rate": chunks.subsampling_rate,
+        "right_context": chunks.right_context,
         "sos_symbol": int(model.sos_symbol()),
         "eos_symbol": int(model.eos_symbol()),
         "is_bidirectional_decoder": int(model.is_bidirectional_decoder()),
         "reverse_weight": float(model.reverse_weight),
         "chunk_size": chunk_size,
         "left_chunks": left_chunks,
-        "required_cache_size": chunk_size * left_chunks,
-        "decoding_window": (chunk_size - 1) * subsampling + right_context + 1,
+        "required_cache_size": chunks.required_cache_size,
+        "decoding_window": chunks.window,
         "vocab_size": int(model.vocab_size),
     }
     return {k: str(v) for k, v in meta.items()}
@@ -199,19 +176,18 @@ def export_onnx_models(model: torch.nn.Module, output_dir: str, feat_dim: int,
         raise ValueError("ONNX streaming export needs chunk_size > 0 and "
                          f"left_chunks > 0 (fixed-size caches), got {chunk_size}, {left_chunks}")
     encoder = model.encoder
-    if not (encoder.use_dynamic_chunk or encoder.static_chunk_size > 0):
+    if not encoder.is_streaming():
         logging.warning("the model was not trained for chunks (no use_dynamic_chunk or "
                         "static_chunk_size): streaming output will differ from full context")
     model = model.eval()
     os.makedirs(output_dir, exist_ok=True)
     paths = {name: os.path.join(output_dir, f"{name}.onnx")
              for name in ("encoder", "ctc", "decoder")}
-    required = chunk_size * left_chunks
-    att_shape, cnn_shape = encoder_cache_shapes(model, required)
-    subsampling = int(model.subsampling_rate())
-    window = (chunk_size - 1) * subsampling + int(model.right_context()) + 1
+    chunks = encoder.chunk_window(chunk_size, left_chunks)
+    required = chunks.required_cache_size
+    att_shape, cnn_shape = encoder.streaming_cache_shapes(required)
 
-    chunk = torch.randn(1, window, feat_dim)
+    chunk = torch.randn(1, chunks.window, feat_dim)
     offset = torch.tensor([required], dtype=torch.int64)  # a full cache while tracing
     args = (chunk, offset, torch.zeros(att_shape), torch.zeros(cnn_shape),
             chunk_attention_mask(required, required, chunk_size))

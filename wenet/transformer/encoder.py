@@ -13,6 +13,7 @@ from wenet.transformer.convolution import ConvolutionModule
 from wenet.transformer.embedding import PositionalEncoding, RelPositionalEncoding
 from wenet.transformer.encoder_layer import ConformerEncoderLayer, TransformerEncoderLayer
 from wenet.transformer.positionwise_feed_forward import PositionwiseFeedForward
+from wenet.transformer.streaming_encoder import StreamingEncoder
 from wenet.transformer.subsampling import SUBSAMPLING_CLASSES
 from wenet.utils.common import get_activation
 from wenet.utils.mask import add_optional_chunk_mask, make_pad_mask
@@ -65,18 +66,7 @@ def check_decoding_chunk_size(decoding_chunk_size: int) -> None:
                         if decoding_chunk_size == 0 else ""))
 
 
-def chunk_offset(xs: torch.Tensor, offset: int) -> torch.Tensor:
-    """``forward_chunk``'s ``offset`` (output frames before the chunk ``xs``) as the int64
-    tensor (1,) that ``chunk_step`` takes; ValueError unless ``xs`` holds one utterance
-    and ``offset`` >= 0."""
-    if xs.size(0) != 1:
-        raise ValueError(f"forward_chunk handles one utterance, got batch {xs.size(0)}")
-    if offset < 0:
-        raise ValueError(f"offset must be >= 0, got {offset}")
-    return torch.full((1,), offset, dtype=torch.long, device=xs.device)
-
-
-class BaseEncoder(torch.nn.Module):
+class BaseEncoder(StreamingEncoder):
     """CMVN → subsampling + positional encoding → encoder blocks → final LayerNorm.
 
     Chunk options (U2): ``static_chunk_size`` > 0 trains/decodes with a fixed
@@ -143,9 +133,7 @@ class BaseEncoder(torch.nn.Module):
         (only with use_dynamic_chunk; static_chunk_size otherwise rules).
         Decoding refuses 0 (``check_decoding_chunk_size``, called by ASRModel.encode).
         """
-        if xs.size(1) <= self.embed.right_context:
-            raise ValueError(f"input of {xs.size(1)} frames is shorter than the "
-                             f"{self.embed.right_context + 1} frames one output frame needs")
+        self.check_input_frames(xs.size(1))
         masks = ~make_pad_mask(xs_lens, xs.size(1)).unsqueeze(1)  # (B, 1, T)
         if self.global_cmvn is not None:
             xs = self.global_cmvn(xs)
@@ -161,31 +149,16 @@ class BaseEncoder(torch.nn.Module):
             xs = self.after_norm(xs)
         return xs, masks
 
-    def forward_chunk(self, xs: torch.Tensor, offset: int, required_cache_size: int,
-                      att_cache: torch.Tensor = torch.zeros(0, 0, 0, 0),
-                      cnn_cache: torch.Tensor = torch.zeros(0, 0, 0, 0)
-                      ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Encode one chunk of a single utterance given the caches of the previous chunks.
-
-        xs (1, T_in, D_in): the chunk's input frames (with the subsampling's
-        right context). ``offset``: output frames produced so far (position of
-        this chunk's first output). ``required_cache_size``: how many output
-        frames of keys/values to keep for the next chunk (< 0 all, 0 none).
-        att_cache (layers, H, cache_t, 2*d_k), cnn_cache (layers, 1, D, k-1):
-        empty on the first chunk. Returns (ys (1, T', D), att_cache, cnn_cache).
-        """
-        return self.chunk_step(xs, chunk_offset(xs, offset), required_cache_size, att_cache,
-                               cnn_cache)
-
     def chunk_step(self, xs: torch.Tensor, offset: torch.Tensor, required_cache_size: int,
                    att_cache: torch.Tensor, cnn_cache: torch.Tensor,
                    att_mask: torch.Tensor = torch.ones((0, 0, 0), dtype=torch.bool)
                    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The streaming step itself, for ``forward_chunk`` and the ONNX export alike.
+        """The streaming step (``StreamingEncoder.chunk_step``) of the U2 encoders.
 
-        As ``forward_chunk``, with ``offset`` an int64 tensor (1,) and everything
-        that depends on it or on the chunk length computed as tensor operations
-        (positions, negative slices), so that a traced graph keeps them dynamic.
+        xs (1, T_in, D_in) holds the chunk's input frames with the subsampling's right
+        context; att_cache (blocks, H, cache_t, 2*d_k), cnn_cache (blocks, 1, D, k-1)
+        (empty on the first chunk). Positions and slices that depend on ``offset`` or
+        the chunk length are tensor operations, so a traced graph keeps them dynamic.
         att_mask (1, 1, cache_t + T'): False on keys to ignore, e.g. the not yet
         filled slots of a fixed-size cache, whose positions (< 0) read PE row 0;
         empty: every key counts.
@@ -213,44 +186,33 @@ class BaseEncoder(torch.nn.Module):
             xs = self.after_norm(xs)
         return xs, torch.cat(r_att_cache, dim=0), torch.cat(r_cnn_cache, dim=0)
 
-    def forward_chunk_by_chunk(self, xs: torch.Tensor, decoding_chunk_size: int,
-                               num_decoding_left_chunks: int = -1
-                               ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Simulate streaming on one utterance (1, T, D_in): feed chunks of
-        ``decoding_chunk_size`` output frames with caches, concatenate outputs.
+    def is_streaming(self) -> bool:
+        """Trained with a fixed chunk (static_chunk_size) or drawn ones (use_dynamic_chunk)."""
+        return self.static_chunk_size > 0 or self.use_dynamic_chunk
 
-        Equals ``forward`` with the same chunk mask when the convolutions are
-        causal (the subsampling windows overlap by its right context).
-        Returns (ys (1, T', D), all-True mask (1, 1, T')).
-        """
-        if decoding_chunk_size <= 0:
-            raise ValueError(f"chunk-by-chunk decoding needs decoding_chunk_size > 0, "
-                             f"got {decoding_chunk_size}")
-        if not (self.static_chunk_size > 0 or self.use_dynamic_chunk):
+    @torch.jit.unused
+    def check_streaming_chunk(self, decoding_chunk_size: int) -> None:
+        super().check_streaming_chunk(decoding_chunk_size)
+        if not self.is_streaming():
             raise ValueError("chunk-by-chunk decoding needs a model trained with "
                              "static_chunk_size or use_dynamic_chunk")
-        subsampling = self.embed.subsampling_rate
-        context = self.embed.right_context + 1  # input frames for the first output frame
-        stride = subsampling * decoding_chunk_size
-        decoding_window = (decoding_chunk_size - 1) * subsampling + context
-        num_frames = xs.size(1)
-        att_cache = torch.zeros((0, 0, 0, 0), device=xs.device)
-        cnn_cache = torch.zeros((0, 0, 0, 0), device=xs.device)
-        outputs: List[torch.Tensor] = []
-        offset = 0
-        required_cache_size = decoding_chunk_size * num_decoding_left_chunks
-        for cur in range(0, num_frames - context + 1, stride):
-            end = min(cur + decoding_window, num_frames)
-            ys, att_cache, cnn_cache = self.forward_chunk(
-                xs[:, cur:end, :], offset, required_cache_size, att_cache, cnn_cache)
-            outputs.append(ys)
-            offset += ys.size(1)
-        if not outputs:
-            raise ValueError(f"utterance of {num_frames} frames is shorter than the "
-                             f"{context} frames one output frame needs")
-        ys = torch.cat(outputs, 1)
-        masks = torch.ones((1, 1, ys.size(1)), device=ys.device, dtype=torch.bool)
-        return ys, masks
+
+    @torch.jit.unused
+    def streaming_cache_shapes(self, required_cache_size: int
+                               ) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+        """att_cache (blocks, heads, required_cache_size, 2 * d_k): each block's keys and
+        values side by side; cnn_cache (blocks, 1, D, causal_conv_frames())."""
+        if required_cache_size <= 0:
+            raise ValueError(f"required_cache_size must be > 0, got {required_cache_size}")
+        attn = self.encoders[0].self_attn
+        num_blocks = len(self.encoders)
+        return ((num_blocks, attn.h, required_cache_size, 2 * attn.d_k),
+                (num_blocks, 1, self._output_size, self.causal_conv_frames()))
+
+    @torch.jit.unused
+    def causal_conv_frames(self) -> int:
+        conv = getattr(self.encoders[0], "conv_module", None)
+        return int(conv.lorder) if conv is not None else 0
 
 
 def _with_base_options(init: Callable[..., None]) -> Callable[..., None]:

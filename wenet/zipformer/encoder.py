@@ -1,10 +1,13 @@
 """ZipformerEncoder: CMVN -> front end (50 Hz) -> Zipformer stacks at their own frame
 rates -> the stacks' outputs combined at the widest width -> 2x downsampling (25 Hz).
 
-It has the encoders' interface (``wenet/transformer/encoder.py``): ``forward(xs, xs_lens,
-decoding_chunk_size, num_decoding_left_chunks) -> (out, mask)``, ``output_size()``,
-``forward_chunk`` / ``chunk_step`` / ``forward_chunk_by_chunk`` for streaming, and an
-``embed`` with the runtime's ``subsampling_rate`` (4) and ``right_context`` (10).
+It is a ``StreamingEncoder`` (``wenet/transformer/streaming_encoder.py``): ``forward(xs,
+xs_lens, decoding_chunk_size, num_decoding_left_chunks) -> (out, mask)``,
+``output_size()``, its own ``chunk_step`` and cache layout, the base's ``forward_chunk`` /
+``forward_chunk_by_chunk``, and an ``embed`` with the runtime's ``subsampling_rate`` (4)
+and ``right_context`` (10). One output frame needs only 9 input frames (the front end's
+``context``), fewer than ``right_context + 1``: the last output frame of an utterance
+reads one 50 Hz frame.
 
 Chunks. ``chunk_size`` and ``left_context_frames`` are counted at 50 Hz, as in
 icefall: with ``causal: true`` training draws one of each per batch (-1: whole
@@ -32,7 +35,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 import torch
 
 from wenet.transformer.cmvn import GlobalCMVN
-from wenet.transformer.encoder import chunk_offset
+from wenet.transformer.streaming_encoder import StreamingEncoder
 from wenet.utils.mask import make_pad_mask
 from wenet.zipformer.frontend import ZipformerFrontEnd, front_end_frames
 from wenet.zipformer.scaling import apply_schedules
@@ -54,7 +57,7 @@ def per_stack(value: IntOrList, num_stacks: int, name: str) -> List[int]:
     return values
 
 
-class ZipformerEncoder(torch.nn.Module):
+class ZipformerEncoder(StreamingEncoder):
     """The Zipformer encoder (Yao et al., 2024); every icefall dimension is an option."""
 
     def __init__(self, input_size: int, output_downsampling_factor: int = 2,
@@ -113,9 +116,6 @@ class ZipformerEncoder(torch.nn.Module):
         self._cache_widths = [s.cache_width for s in self.stacks]
         self._cache_dims = [s.dim for s in self.stacks]
         self._cache_lorders = [s.conv_lorder for s in self.stacks]
-        # what the exports and checks of the other encoders read
-        self.use_dynamic_chunk = causal
-        self.static_chunk_size = 0
 
     def _check_chunk_options(self) -> None:
         bad = [c for c in self.chunk_size if c == 0 or (c > 0 and c % self.chunk_multiple)]
@@ -147,9 +147,27 @@ class ZipformerEncoder(torch.nn.Module):
         return ((num_layers, 1, units, width),
                 (num_layers, 1, max(layout.lorders), 2 * max(layout.dims)))
 
+    @torch.jit.unused
+    def causal_conv_frames(self) -> int:
+        return max(self._cache_lorders)
+
+    def is_streaming(self) -> bool:
+        """Causal Zipformers are trained on drawn chunks (``chunk_size``)."""
+        return self.causal
+
     def output_size(self) -> int:
         """Dimension of the encoder output (the widest stack's)."""
         return self._output_size
+
+    def min_input_frames(self) -> int:
+        return self.embed.context
+
+    @torch.jit.unused
+    def check_streaming_chunk(self, decoding_chunk_size: int) -> None:
+        if not self.causal:
+            raise ValueError("chunk-by-chunk decoding needs a Zipformer with causal: true")
+        super().check_streaming_chunk(decoding_chunk_size)
+        self.check_decoding_chunk(decoding_chunk_size)
 
     @torch.jit.unused
     def set_batch_count(self, batch_count: int) -> None:
@@ -213,9 +231,7 @@ class ZipformerEncoder(torch.nn.Module):
         ceil(((T - 7) // 2) / 2). ``decoding_chunk_size``: 0 = the training choice
         (a random chunk per batch when causal), < 0 full context, > 0 that chunk size
         in output frames with ``num_decoding_left_chunks`` (causal models only)."""
-        if xs.size(1) < self.embed.context:
-            raise ValueError("input of " + str(xs.size(1)) + " frames is shorter than the "
-                             + str(self.embed.context) + " frames one output frame needs")
+        self.check_input_frames(xs.size(1))
         if self.global_cmvn is not None:
             xs = self.global_cmvn(xs)
         x = self.embed(xs)
@@ -227,24 +243,13 @@ class ZipformerEncoder(torch.nn.Module):
         out_lens = frames_at(lengths, self.output_factor)
         return x, ~make_pad_mask(out_lens, x.size(1)).unsqueeze(1)
 
-    def forward_chunk(self, xs: torch.Tensor, offset: int, required_cache_size: int,
-                      att_cache: torch.Tensor = torch.zeros(0, 0, 0, 0),
-                      cnn_cache: torch.Tensor = torch.zeros(0, 0, 0, 0)
-                      ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Encode one chunk of one utterance (1, T_in, D_in) after ``offset`` output
-        frames, given the caches of the earlier chunks (empty at the start); keep
-        ``required_cache_size`` output frames of left context (< 0 all, 0 none).
-        Returns (ys (1, T', D), att_cache, cnn_cache) (layouts: module docstring)."""
-        return self.chunk_step(xs, chunk_offset(xs, offset), required_cache_size, att_cache,
-                               cnn_cache)
-
     def chunk_step(self, xs: torch.Tensor, offset: torch.Tensor, required_cache_size: int,
                    att_cache: torch.Tensor, cnn_cache: torch.Tensor,
                    att_mask: torch.Tensor = torch.ones((0, 0, 0), dtype=torch.bool)
                    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The streaming step for ``forward_chunk`` and the ONNX export: ``offset`` an
-        int64 tensor (1,) of output frames so far. ``att_mask`` is accepted for the
-        export's signature and not needed (see the module docstring)."""
+        """The streaming step (``StreamingEncoder.chunk_step``), caches packed as the
+        module docstring says. ``att_mask`` is accepted for the export's signature and
+        not needed: unfilled cache slots are masked from the offset."""
         if self.global_cmvn is not None:
             xs = self.global_cmvn(xs)
         x = self.embed(xs)
@@ -255,33 +260,3 @@ class ZipformerEncoder(torch.nn.Module):
         keep = -1 if required_cache_size < 0 else required_cache_size * self.output_factor
         r_att, r_cnn = pack_caches(self.cache_layout(), new_att, new_conv, keep)
         return x, r_att, r_cnn
-
-    def forward_chunk_by_chunk(self, xs: torch.Tensor, decoding_chunk_size: int,
-                               num_decoding_left_chunks: int = -1
-                               ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """Simulate streaming on one utterance (1, T, D_in) with caches; equals
-        ``forward`` with the same chunk size and left chunks (causal models)."""
-        if not self.causal:
-            raise ValueError("chunk-by-chunk decoding needs a Zipformer with causal: true")
-        if decoding_chunk_size <= 0:
-            raise ValueError("chunk-by-chunk decoding needs decoding_chunk_size > 0, got "
-                             + str(decoding_chunk_size))
-        self.check_decoding_chunk(decoding_chunk_size)
-        rate, context = self.embed.subsampling_rate, self.embed.right_context + 1
-        stride = rate * decoding_chunk_size
-        window = (decoding_chunk_size - 1) * rate + context
-        required = decoding_chunk_size * num_decoding_left_chunks
-        att_cache = torch.zeros((0, 0, 0, 0), device=xs.device)
-        cnn_cache = torch.zeros((0, 0, 0, 0), device=xs.device)
-        outputs: List[torch.Tensor] = []
-        offset = 0
-        for cur in range(0, xs.size(1) - self.embed.context + 1, stride):
-            ys, att_cache, cnn_cache = self.forward_chunk(
-                xs[:, cur:cur + window], offset, required, att_cache, cnn_cache)
-            outputs.append(ys)
-            offset += ys.size(1)
-        if not outputs:
-            raise ValueError("utterance of " + str(xs.size(1)) + " frames is shorter than "
-                             "the " + str(self.embed.context) + " frames one output frame needs")
-        ys = torch.cat(outputs, 1)
-        return ys, torch.ones((1, 1, ys.size(1)), device=ys.device, dtype=torch.bool)

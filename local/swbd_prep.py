@@ -143,18 +143,28 @@ def map_acronyms(lines: Iterable[str], map_file: str) -> Iterator[str]:
         yield " ".join(words[:1] + [w if w == "i" else mapping.get(w, w) for w in words[1:]])
 
 
+def _hub5_turns(path: str, min_fields: int,
+                layout: str) -> Iterator[Tuple[str, str, float, float, List[str]]]:
+    """(utt, side, start, end, fields) of each turn of a Hub5 2000 .pem or .stm file, whose
+    lines are ``layout`` (``file side speaker start end ...``, at least ``min_fields``
+    fields; blank and ``;;`` lines skipped). Both files name a turn
+    ``<file>-<side>_<start>-<end>`` (10 ms, truncated), so the segments and the text of
+    one turn meet under one utterance id."""
+    for lineno, line in _lines(path):
+        fields = line.split()
+        if not fields or line.startswith(";;"):
+            continue
+        if len(fields) < min_fields:
+            raise ValueError(f"{path}:{lineno}: expected '{layout}', got {line!r}")
+        side = f"{fields[0]}-{fields[1]}"
+        start, end = float(fields[3]), float(fields[4])
+        yield f"{side}_{int(start * 100):06d}-{int(end * 100):06d}", side, start, end, fields
+
+
 def eval2000(pem: str, stm: str, out_dir: str, pad: float = 0.1) -> None:
     """Write ``segments`` and ``text`` of Hub5 2000 English into ``out_dir``."""
     turns = defaultdict(list)
-    for lineno, line in _lines(pem):
-        parts = line.split()
-        if not parts or line.startswith(";;"):
-            continue
-        if len(parts) < 5:
-            raise ValueError(f"{pem}:{lineno}: expected 'file side speaker start end', got {line!r}")
-        rec = f"{parts[0]}-{parts[1]}"
-        start, end = float(parts[3]), float(parts[4])
-        utt = f"{rec}_{int(start * 100):06d}-{int(end * 100):06d}"
+    for utt, rec, start, end, _ in _hub5_turns(pem, 5, "file side speaker start end"):
         turns[rec].append((start, end, utt))
     segments: List[str] = []
     for rec in sorted(turns):
@@ -167,15 +177,8 @@ def eval2000(pem: str, stm: str, out_dir: str, pad: float = 0.1) -> None:
             if i + 1 < len(segs) and segs[i + 1][0] < hi:
                 hi = min(max(end, (end + segs[i + 1][0]) / 2), hi)
             segments.append(f"{utt} {rec} {lo:.2f} {hi:.2f}")
-    text = []
-    for lineno, line in _lines(stm):
-        parts = line.split()
-        if not parts or line.startswith(";;"):
-            continue
-        if len(parts) < 6:
-            raise ValueError(f"{stm}:{lineno}: expected 'file side speaker start end <tags> words', got {line!r}")
-        utt = f"{parts[0]}-{parts[1]}_{int(float(parts[3]) * 100):06d}-{int(float(parts[4]) * 100):06d}"
-        text.append((utt, " ".join(parts[6:])))
+    text = [(utt, " ".join(fields[6:])) for utt, _, _, _, fields
+            in _hub5_turns(stm, 6, "file side speaker start end <tags> words")]
     seg_ids = sorted(s.split()[0] for s in segments)
     if sorted(u for u, _ in text) != seg_ids:
         missing = sorted(set(seg_ids) ^ {u for u, _ in text})

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Stage 0 of the built-in corpus: synthesise English speech with espeak-ng and
 # flite (local/synth), then make Kaldi data dirs <data>/{train,dev,test} from it:
-# normalised text, fixed and validated. A rerun on a finished corpus only
-# redoes the cheap list steps. Dev/test voices and sentences are held out from
-# training (see local/synth/voices.py and local/synth/generate.py).
+# normalised text, fixed and validated (local/synth_corpus_prep.sh, shared with
+# the broad corpus). A rerun on a finished corpus only redoes the cheap list
+# steps. Dev/test voices and sentences are held out from training (see
+# local/synth/voices.py and local/synth/generate.py).
 set -euo pipefail
 
 nj=2
@@ -22,38 +23,9 @@ Options:
 option_types=(nj=posint seed=uint train_utts=posint dev_utts=posint test_utts=posint)
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-export PYTHONPATH="${root}${PYTHONPATH:+:${PYTHONPATH}}"
 # shellcheck disable=SC1091
 . "${root}/tools/parse_options.sh"
 
-if [ "$#" -ne 2 ]; then
-  printf '%s\n' "${help_message}" >&2; exit 1
-fi
-corpus_dir=$1
-data=$2
-for engine in espeak-ng flite; do
-  command -v "${engine}" > /dev/null 2>&1 \
-    || { echo "$0: ${engine} is not installed (tools/install.sh installs it)" >&2; exit 1; }
-done
-
-sizes=()
-for x in train dev test; do
-  n_var="${x}_utts"
-  [ -z "${!n_var}" ] || sizes+=("--${n_var}" "${!n_var}")
-done
-python -m local.synth.generate --data_root "${corpus_dir}" --seed "${seed}" --nj "${nj}" \
-  ${sizes[@]+"${sizes[@]}"}
-
-for x in train dev test; do
-  mkdir -p "${data}/${x}"
-  rm -rf "${data:?}/${x}/.backup"
-  for f in wav.scp utt2spk spk2utt; do
-    cp "${corpus_dir}/lists/${x}/${f}" "${data}/${x}/${f}"
-  done
-  python "${root}/tools/normalize_text.py" < "${corpus_dir}/lists/${x}/text" > "${data}/${x}/text"
-  "${root}/tools/fix_data_dir.sh" "${data}/${x}"
-  "${root}/tools/validate_data_dir.sh" --no-feats "${data}/${x}"
-done
-
-echo "$0: corpus ${corpus_dir} (seed ${seed}) -> ${data}/{train,dev,test}"
-python -m local.synth.summary "${data}/train" "${data}/dev" "${data}/test"
+[ "$#" -eq 2 ] || { printf '%s\n' "${help_message}" >&2; exit 1; }
+exec "${root}/local/synth_corpus_prep.sh" local.synth.generate "$1" "$2" nj="${nj}" \
+  seed="${seed}" train_utts="${train_utts}" dev_utts="${dev_utts}" test_utts="${test_utts}"

@@ -6,5 +6,7 @@ noise and channels.
 lists the voices and holds dev/test voices out, ``acoustics`` simulates rooms,
 noise, band-limiting, telephone channels and gain, ``plan`` draws every
 utterance from the seed, ``generate`` synthesises the corpus (the CLI of stage 0).
-The built-in corpus (``local/synth``) is untouched; this package only imports it.
+It builds on the built-in corpus's public parts: its voices (``local.synth.voices``),
+noise colours and the corpus engine (``local.synth.corpus``), which runs the TTS
+engines, writes the audio and the Kaldi lists and keeps the rerun bookkeeping for both.
 """

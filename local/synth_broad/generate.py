@@ -1,48 +1,35 @@
 """Synthesise the broad corpus (``--corpus synth_broad``, stage 0).
 
-Layout under ``data_root`` (as ``local.synth.generate``, plus the text and the
-babble bank)::
+The layout under ``data_root`` and the rerun rules are those of every synthetic
+corpus (``local.synth.corpus``), plus::
 
     text/sentences.tsv       the extracted sentences (cache; remade when the
                              Debian sources or the extractor change)
-    plan.json                config of the corpus being built
     babble/<utt>.wav         clean audio of the training utterances babble is made of
-    wav/<set>/<utt>.wav      16 kHz mono int16 audio
-    lists/<set>/{wav.scp,text,utt2spk,spk2utt}
-    manifest.json            per utterance: text, voice, simulation, samples; the
-                             simulation shares and the synthesis rate
-    COMPLETE                 marker holding the config hash; written last
 
-Everything is drawn from the seed before any audio is made, so the audio does
-not depend on the number of jobs; a rerun checks every WAV and redoes only the
-missing or broken ones; a changed config removes the old audio first.
+and ``manifest.json`` holds per utterance its text, voice, simulation and number
+of samples, with the text and corpus statistics, the simulation shares and the
+synthesis rate. Everything is drawn from the seed before any audio is made, so
+the audio does not depend on the number of jobs.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import multiprocessing
 import os
-import shutil
-import subprocess
-import tempfile
-import time
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import soundfile as sf
-from tqdm import tqdm
 
-from local.synth.generate import (_read_json, _read_text, _write_lists, config_hash,
-                                  engine_samples, wav_is_complete, wav_path)
-from local.synth.voices import SETS, Voice
+from local.synth.corpus import (SynthesisRun, build_corpus, engine_samples, run_jobs,
+                                wav_is_complete, wav_path, write_wav)
+from local.synth.voices import SETS
 from local.synth_broad import acoustics
 from local.synth_broad.plan import plan_corpus
 from local.synth_broad.simulate import apply_simulation, parse_simulation, share_counts
 from local.synth_broad.text import (MissingPackageError, check_packages, load_sentences,
                                    source_fingerprint, text_statistics, vocabulary)
-from wenet.utils.file_utils import atomic_open, atomic_write_text
 
 VERSION = 1
 # 10 h: stage 0 in ~4-5 minutes with 2 jobs on a quiet 2-core machine (43 utterances/s
@@ -95,54 +82,14 @@ def synthesize(record: dict, data_root: str, tmp_dir: str) -> np.ndarray:
         raise RuntimeError(f"utterance {record['utt']}: {e}") from e
 
 
-def _init_worker() -> None:
-    import torch
-    torch.set_num_threads(1)
-
-
 def _make_one(job: Tuple[str, dict, str]) -> Tuple[str, int]:
     kind, record, data_root = job
-    with tempfile.TemporaryDirectory(prefix="synth_broad_") as tmp:
-        if kind == "bank":
-            wav = acoustics.to_int16(acoustics.set_peak(engine_audio(record, tmp), BANK_PEAK))
-            path = bank_path(data_root, record["utt"])
-        else:
-            wav = synthesize(record, data_root, tmp)
-            path = wav_path(data_root, record)
-    with atomic_open(path, "wb") as f:
-        sf.write(f, wav, acoustics.RATE, subtype="PCM_16", format="WAV")
-    return record["utt"], len(wav)
-
-
-def _run_jobs(jobs: List[tuple], nj: int, desc: str) -> Dict[str, int]:
-    lengths: Dict[str, int] = {}
-    if nj > 1 and len(jobs) > 1:
-        with multiprocessing.get_context("fork").Pool(nj, initializer=_init_worker) as pool:
-            for utt, n in tqdm(pool.imap_unordered(_make_one, jobs, chunksize=4),
-                               total=len(jobs), desc=desc, unit="utt", mininterval=1.0):
-                lengths[utt] = n
-    else:
-        _init_worker()
-        for job in tqdm(jobs, desc=desc, unit="utt", mininterval=1.0):
-            utt, n = _make_one(job)
-            lengths[utt] = n
-    return lengths
-
-
-def _start_plan(data_root: str, digest: str, config: dict) -> None:
-    """Keep ``data_root``'s audio when plan.json has this ``digest``; else remove it."""
-    plan_file = os.path.join(data_root, "plan.json")
-    old = _read_json(plan_file)
-    if old is not None and old.get("hash") == digest:
-        return
-    if os.path.exists(os.path.join(data_root, "wav")):
-        logger.info("%s holds audio of other or unknown parameters; removing it", data_root)
-    for name in ("wav", "lists", "babble"):
-        shutil.rmtree(os.path.join(data_root, name), ignore_errors=True)
-    for name in ("COMPLETE", "manifest.json"):
-        if os.path.exists(os.path.join(data_root, name)):
-            os.remove(os.path.join(data_root, name))
-    atomic_write_text(plan_file, json.dumps({"hash": digest, "config": config}, indent=1) + "\n")
+    if kind == "bank":
+        path = bank_path(data_root, record["utt"])
+        return record["utt"], write_wav(path, lambda tmp: acoustics.to_int16(
+            acoustics.set_peak(engine_audio(record, tmp), BANK_PEAK)))
+    return record["utt"], write_wav(wav_path(data_root, record),
+                                    lambda tmp: synthesize(record, data_root, tmp))
 
 
 def corpus_statistics(records: List[dict]) -> Dict[str, dict]:
@@ -160,27 +107,13 @@ def corpus_statistics(records: List[dict]) -> Dict[str, dict]:
     return out
 
 
-def _cpu_seconds() -> float:
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
-def _synthesise_missing(data_root: str, records: List[dict], known: Dict[str, int],
-                        nj: int) -> Dict[str, int]:
-    """Make the babble bank (the utterances babble uses), then every missing or broken
-    WAV; -> {utt: samples} written."""
-    for sub in ["babble"] + [os.path.join("wav", s) for s in SETS]:
-        os.makedirs(os.path.join(data_root, sub), exist_ok=True)
-    talkers = {u for r in records if r["sim"]["noise"] for u in r["sim"]["noise"]["talkers"]}
-    bank = [("bank", r, data_root) for r in records
-            if r["utt"] in talkers and not wav_is_complete(bank_path(data_root, r["utt"]))]
-    todo = [("utt", r, data_root) for r in records
-            if not wav_is_complete(wav_path(data_root, r), known.get(r["utt"]))]
-    logger.info("synthesising %d of %d utterances (+%d babble-bank ones) with %d jobs",
-                len(todo), len(records), len(bank), nj)
-    if bank:
-        _run_jobs(bank, nj, "babble bank")
-    return _run_jobs(todo, nj, "synth")
+def synthesis_rate(run: SynthesisRun, nj: int) -> dict:
+    """Utterances and audio hours made, per second and per minute of wall time."""
+    made_hours = sum(run.lengths.values()) / acoustics.RATE / 3600
+    return {"utterances": len(run.lengths), "audio_hours": round(made_hours, 4),
+            "wall_s": round(run.wall_s, 1), "cpu_s": round(run.cpu_s, 1), "jobs": nj,
+            "utts_per_s": round(len(run.lengths) / max(run.wall_s, 1e-9), 2),
+            "audio_hours_per_min": round(made_hours / max(run.wall_s, 1e-9) * 60, 4)}
 
 
 def generate_corpus(data_root: str, seed: int, hours: float, dev_utts: int = DEFAULT_DEV_UTTS,
@@ -190,47 +123,31 @@ def generate_corpus(data_root: str, seed: int, hours: float, dev_utts: int = DEF
     shares = parse_simulation(simulation)
     sentences = load_sentences(os.path.join(data_root, "text", "sentences.tsv"))
     config = corpus_config(seed, hours, dev_utts, test_utts, shares, source_fingerprint())
-    digest = config_hash(config)
-    os.makedirs(data_root, exist_ok=True)
-    marker = os.path.join(data_root, "COMPLETE")
-    _start_plan(data_root, digest, config)
     records = plan_corpus(sentences, seed, hours, dev_utts, test_utts, shares)
-    manifest = _read_json(os.path.join(data_root, "manifest.json")) or {}
-    known = {r["utt"]: r.get("num_samples") for r in manifest.get("utterances", [])} \
-        if manifest.get("hash") == digest else {}
-    if _read_text(marker) == digest and all(
-            wav_is_complete(wav_path(data_root, r), known.get(r["utt"])) for r in records):
-        logger.info("corpus in %s is complete (seed %d, %d utterances); nothing to do",
-                    data_root, seed, len(records))
-        return 0
-    if os.path.exists(marker):
-        os.remove(marker)
     shares_planned = share_counts(records)
-    for s in SETS:
-        logger.info("simulation shares in %s: %s", s,
-                    ", ".join(f"{k} {v:.1%}" for k, v in shares_planned[s].items()))
-    start_wall, start_cpu = time.time(), _cpu_seconds()
-    lengths = _synthesise_missing(data_root, records, known, nj)
-    wall, cpu = time.time() - start_wall, _cpu_seconds() - start_cpu
-    for r in records:
-        n = lengths.get(r["utt"], known.get(r["utt"]))
-        r["num_samples"] = n if n is not None else sf.info(wav_path(data_root, r)).frames
-    made_hours = sum(lengths.values()) / acoustics.RATE / 3600
-    rate = {"utterances": len(lengths), "audio_hours": round(made_hours, 4),
-            "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "jobs": nj,
-            "utts_per_s": round(len(lengths) / max(wall, 1e-9), 2),
-            "audio_hours_per_min": round(made_hours / max(wall, 1e-9) * 60, 4)}
-    stats = corpus_statistics(records)
-    _write_lists(data_root, records)
-    atomic_write_text(os.path.join(data_root, "manifest.json"), json.dumps(
-        {"hash": digest, "config": config, "text": text_statistics(sentences),
-         "statistics": stats, "simulation_shares": shares_planned, "synthesis": rate,
-         "utterances": records}) + "\n")
-    atomic_write_text(marker, digest + "\n")
-    logger.info("synthesis: %s", rate)
-    for s in SETS:
-        logger.info("%s: %s", s, stats[s])
-    return len(lengths)
+
+    def synthesise(todo: List[dict]) -> Dict[str, int]:
+        """The babble bank (the utterances babble uses) first, then ``todo``."""
+        for s in SETS:
+            logger.info("simulation shares in %s: %s", s,
+                        ", ".join(f"{k} {v:.1%}" for k, v in shares_planned[s].items()))
+        talkers = {u for r in records if r["sim"]["noise"] for u in r["sim"]["noise"]["talkers"]}
+        bank = [("bank", r, data_root) for r in records
+                if r["utt"] in talkers and not wav_is_complete(bank_path(data_root, r["utt"]))]
+        if bank:
+            logger.info("babble bank: %d utterances to make", len(bank))
+            run_jobs(_make_one, bank, nj, "babble bank")
+        return run_jobs(_make_one, [("utt", r, data_root) for r in todo], nj, "synth")
+
+    def describe(done: List[dict], run: SynthesisRun) -> dict:
+        rate, stats = synthesis_rate(run, nj), corpus_statistics(done)
+        logger.info("synthesis: %s", rate)
+        for s in SETS:
+            logger.info("%s: %s", s, stats[s])
+        return {"text": text_statistics(sentences), "statistics": stats,
+                "simulation_shares": shares_planned, "synthesis": rate}
+
+    return build_corpus(data_root, config, records, synthesise, describe, extra_dirs=("babble",))
 
 
 def get_parser() -> argparse.ArgumentParser:

@@ -379,3 +379,25 @@ def test_run_sh_stages_1_to_3_on_swbd(stage0, tmp_path: Path):
             audio, rate = sf.read(io.BytesIO(wav), dtype="int16")
             first, last = int(round(float(start) * RATE)), int(round(float(end) * RATE))
             assert rate == RATE and np.array_equal(audio, c["samples"][path][channel, first:last]), key
+
+
+def test_eval2000_keys_pem_and_stm_turns_alike_and_names_faulty_lines(tmp_path: Path):
+    from local.swbd_prep import eval2000
+    pem, stm = tmp_path / "hub5e_00.pem", tmp_path / "hub5e00.stm"
+    pem.write_text(";; comment\nen_4156 A en_4156_A 0.504 1.5\n\nen_4156 A en_4156_A 2.0 3.0\n")
+    stm.write_text(";; comment\nen_4156 A en_4156_A 0.504 1.5 <O,en,F,en-F> HELLO THERE\n"
+                   "en_4156 A en_4156_A 2.0 3.0 <O> IGNORE_TIME_SEGMENT_IN_SCORING\n")
+    eval2000(str(pem), str(stm), str(tmp_path))
+    # ids truncate to 10 ms (0.504 s -> 000050); segments padded by 0.1 s
+    assert (tmp_path / "segments").read_text() == ("en_4156-A_000050-000150 en_4156-A 0.40 1.60\n"
+                                                   "en_4156-A_000200-000300 en_4156-A 1.90 3.10\n")
+    assert (tmp_path / "text").read_text() == "en_4156-A_000050-000150 HELLO THERE\n"
+    stm.write_text("en_4156 A en_4156_A 0.504 1.6 <O> HELLO\nen_4156 A en_4156_A 2.0 3.0 <O> YES\n")
+    with pytest.raises(ValueError, match="disagree on the segments"):
+        eval2000(str(pem), str(stm), str(tmp_path))
+    stm.write_text("en_4156 A en_4156_A 0.504 1.5 <O> HELLO\nen_4156 A en_4156_A 2.0\n")
+    with pytest.raises(ValueError, match=f"{stm}:2: expected 'file side speaker start end <tags> words'"):
+        eval2000(str(pem), str(stm), str(tmp_path))
+    pem.write_text("en_4156 A en_4156_A 0.5\n")
+    with pytest.raises(ValueError, match=f"{pem}:1: expected 'file side speaker start end'"):
+        eval2000(str(pem), str(stm), str(tmp_path))

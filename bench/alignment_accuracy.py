@@ -32,6 +32,7 @@ import random
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from typing import Dict, List, Tuple
 
 import numpy as np
@@ -51,6 +52,8 @@ from wenet.decode.align import (WordSpan, ctc_forced_align, frames_needed,  # no
                                 token_spans, word_spans)
 from wenet.decode.pauses import RefineConf, pause_runs, refine_word_spans  # noqa: E402
 from wenet.decode.align_batch import Aligner, Failure, Utterance  # noqa: E402
+from wenet.decode.options import (ENCODER, add_refine_options, add_search_options,  # noqa: E402
+                                   refine_conf, search_options)
 from wenet.models import load_model  # noqa: E402
 from wenet.utils.file_utils import load_yaml, read_symbol_table  # noqa: E402
 
@@ -77,18 +80,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--load_dir", default=None, help="reuse a set written by --keep_dir")
     p.add_argument("--word_source", default="vocabulary", choices=["vocabulary", "sentences"],
                    help="random corpus words, or the words of a corpus-style sentence in order")
-    p.add_argument("--refine_slack", type=float, default=RefineConf.slack_s)
-    p.add_argument("--refine_margin_db", type=float, default=RefineConf.margin_db)
-    p.add_argument("--refine_edge_margin_db", type=float, default=RefineConf.edge_margin_db)
-    p.add_argument("--refine_min_pause", type=float, default=RefineConf.min_pause_s)
-    p.add_argument("--pause_penalty", type=float, default=RefineConf.pause_penalty,
-                   help="the search's cost per frame of pause inside a word (0: plain Viterbi)")
-    p.add_argument("--refine_min_speech", type=float, default=RefineConf.min_speech_s,
-                   help="loud blips up to this long inside a pause count as pause, seconds")
-    p.add_argument("--speech_penalty", type=float, default=RefineConf.speech_penalty,
-                   help="the search's cost per frame of speech outside every word")
-    p.add_argument("--decoding_chunk_size", type=int, default=-1)
-    p.add_argument("--num_decoding_left_chunks", type=int, default=-1)
+    add_refine_options(p)
+    add_search_options(p, ENCODER)
     p.add_argument("--sweep", action="store_true",
                    help="also try a grid of pause and speech penalties (on dev voices only)")
     return p
@@ -178,25 +171,17 @@ def report(name: str, rows, tol: float) -> float:
 def load_aligner(args) -> Aligner:
     ckpt = args.checkpoint or sorted(glob.glob(os.path.join(args.exp_dir, "avg_*.pt")))[-1]
     configs = load_yaml(os.path.join(args.exp_dir, "train.yaml"))  # CMVN: in the checkpoint
-    print(f"model {ckpt}; decoding_chunk_size {args.decoding_chunk_size}, "
-          f"num_decoding_left_chunks {args.num_decoding_left_chunks}")
+    options = search_options(args)
+    print(f"model {ckpt}; decoding_chunk_size {options.chunk_size}, "
+          f"num_decoding_left_chunks {options.num_left_chunks}")
     return Aligner(load_model(configs, ckpt),
                    Tokenizer(read_symbol_table(args.dict), args.bpe_model),
-                   FeatureConf.from_config(configs), "cpu", None, args.decoding_chunk_size,
-                   args.num_decoding_left_chunks)
+                   FeatureConf.from_config(configs), "cpu", None, options.chunk_size,
+                   options.num_left_chunks)
 
 
 SWEEP = [(penalty, speech) for penalty in (0.0, 10.0, 20.0, 40.0)
          for speech in (0.0, 2.0, 5.0, 10.0)]  # (pause_penalty, speech_penalty)
-
-
-def refine_conf(args, setting: Tuple[float, float] = None) -> RefineConf:
-    penalty, speech = setting or (args.pause_penalty, args.speech_penalty)
-    return RefineConf(slack_s=args.refine_slack, margin_db=args.refine_margin_db,
-                      edge_margin_db=args.refine_edge_margin_db,
-                      min_pause_s=args.refine_min_pause, min_speech_s=args.refine_min_speech,
-                      pause_penalty=penalty,
-                      speech_penalty=speech)
 
 
 def refined_words(aligner: Aligner, prepared: Utterance, logp: torch.Tensor,
@@ -245,8 +230,9 @@ def align_all(args, aligner: Aligner, utts: List[dict]) -> Dict[str, list]:
         prepared.wav, prepared.sample_rate = torch.from_numpy(u["wav"]), TARGET_RATE
         rows["refined"] += boundaries(refined_words(aligner, prepared, logp, refine_conf(args)),
                                       u["truth"], ters[-1], args.pad)
-        for setting, r in (sweep.items() if args.sweep else ()):
-            r += boundaries(refined_words(aligner, prepared, logp, refine_conf(args, setting)),
+        for (penalty, speech), r in (sweep.items() if args.sweep else ()):
+            conf = replace(refine_conf(args), pause_penalty=penalty, speech_penalty=speech)
+            r += boundaries(refined_words(aligner, prepared, logp, conf),
                             u["truth"], ters[-1], args.pad)
     print(f"{len(utts)} utterances, {sum(len(u['truth']) for u in utts)} words, "
           f"{1000 * aligner.frame_shift_s:.0f} ms per encoder frame; CTC greedy token error "

@@ -39,11 +39,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 
 from bench.transcribe import cpu_name
-from wenet.bin.recognize import decoding_dataset_conf
 from wenet.dataset.dataset import Dataset
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.decode import DecodeOptions, decode
+from wenet.decode.batch_decoding import decoding_dataset_conf
 from wenet.decode.context_graph import ContextGraph
+from wenet.decode.options import add_search_options, search_options
 from wenet.eval.wer import Counts, align, normalize
 from wenet.models import load_model
 from wenet.utils.file_utils import load_yaml, read_kaldi_map
@@ -209,7 +210,7 @@ def _checkpoint(args: argparse.Namespace) -> str:
     return found[-1]
 
 
-def main(argv: Optional[List[str]] = None) -> None:
+def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--exp_dir", required=True, help="holds train.yaml (and avg_*.pt)")
     p.add_argument("--checkpoint", default=None, help="default: the exp dir's avg_*.pt")
@@ -220,17 +221,19 @@ def main(argv: Optional[List[str]] = None) -> None:
     p.add_argument("--dev_list", default=None, help="tune context_score on this set")
     p.add_argument("--dev_text", default=None)
     p.add_argument("--data_type", default="shard", choices=["raw", "shard"])
-    p.add_argument("--context_score", type=float, default=2.0, help="without a dev set")
     p.add_argument("--scores", default="0.5 1 1.5 2 3 4", help="tried on the dev set")
     p.add_argument("--max_wer_rise", type=float, default=0.25,
                    help="dev tuning: largest WER rise (absolute %%) a chosen score may cause")
     p.add_argument("--num_words", type=int, default=10)
     p.add_argument("--min_count", type=int, default=2)
-    p.add_argument("--beam_size", type=int, default=10)
-    p.add_argument("--ctc_weight", type=float, default=0.5)
+    add_search_options(p, ("beam_size", "ctc_weight", "context_score"))  # score: without a dev set
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--threads", type=int, default=1)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    args = get_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     torch.set_num_threads(args.threads)
     configs = load_yaml(os.path.join(args.exp_dir, "train.yaml"))
@@ -238,7 +241,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     logging.info("model %s", checkpoint)
     model = load_model(configs, checkpoint, torch.device("cpu"))
     tokenizer = Tokenizer(args.dict, args.bpe_model)
-    options = DecodeOptions(beam_size=args.beam_size, ctc_weight=args.ctc_weight)
+    options = search_options(args)
     common = (model, configs, tokenizer)
     if args.dev_list:
         if not args.dev_text:

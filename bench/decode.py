@@ -28,10 +28,11 @@ from typing import Dict, List
 
 import torch
 
-from wenet.bin.recognize import decoding_dataset_conf
 from wenet.dataset.dataset import Dataset
 from wenet.dataset.fbank import FeatureConf
 from wenet.decode import MODES, DecodeOptions, decode
+from wenet.decode.batch_decoding import decoding_dataset_conf
+from wenet.decode.options import add_search_options, search_options
 from wenet.models import load_model
 from wenet.train.checkpoint import load_init_weights
 from wenet.utils.file_utils import load_yaml, read_symbol_table
@@ -48,7 +49,7 @@ def decode_one_mode(model: torch.nn.Module, batch: Dict[str, torch.Tensor], mode
     return decode(model, encoder_out, encoder_mask, [mode], options)[mode].seconds
 
 
-def main() -> None:
+def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--config", default="conf/train_conformer.yaml")
     p.add_argument("--checkpoint", default=None)
@@ -62,10 +63,14 @@ def main() -> None:
     p.add_argument("--bpe_model", default="data/lang_char/train_unigram128.model")
     p.add_argument("--modes", default=" ".join(CTC_ATTENTION_MODES))
     p.add_argument("--batch_sizes", default="1 16")
-    p.add_argument("--beam_size", type=int, default=10)
+    add_search_options(p, ("beam_size", "ctc_weight"))
     p.add_argument("--max_utts", type=int, default=0, help="0: the whole list")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
-    args = p.parse_args()
+    return p
+
+
+def main() -> None:
+    args = get_parser().parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     for path in (args.data_list, args.dict, args.config):
         if not os.path.exists(path):
@@ -102,7 +107,7 @@ def main() -> None:
             raise SystemExit(f"no utterance could be read from {args.data_list} "
                              f"(is --data_type {args.data_type} right?)")
         audio = sum(float(b["feats_lengths"].sum()) for b in batches) * frame_shift
-        options = DecodeOptions(beam_size=args.beam_size, ctc_weight=0.5)
+        options = search_options(args)
         for mode in args.modes.split():
             decode_one_mode(model, batches[0], mode, options)  # warm-up, not timed
             start = time.perf_counter()

@@ -34,6 +34,7 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from wenet.decode.options import add_search_options  # noqa: E402
 from wenet.serve.client import read_pcm16, stream_audio  # noqa: E402
 
 
@@ -44,7 +45,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--wav_scp", required=True, help="key path lines (the test set)")
     p.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
     p.add_argument("--utts_per_client", type=int, default=2)
-    p.add_argument("--chunk_size", type=int, default=16)
+    add_search_options(p, ("decoding_chunk_size",), stream=True)  # passed on to serve.py
     p.add_argument("--num_workers", type=int, default=2, help="server decode threads")
     p.add_argument("--server_args", default="", help="more serve.py options, one string")
     return p
@@ -84,7 +85,7 @@ def start_server(args) -> tuple:
         port = s.getsockname()[1]
     cmd = [sys.executable, os.path.join(REPO, "wenet/bin/serve.py"), "--model_dir",
            args.model_dir, "--host", "127.0.0.1", "--port", str(port), "--max_clients",
-           str(max(args.clients)), "--chunk_size", str(args.chunk_size), "--num_workers",
+           str(max(args.clients)), "--chunk_size", str(args.decoding_chunk_size), "--num_workers",
            str(args.num_workers), *args.server_args.split()]
     if args.checkpoint:
         cmd += ["--checkpoint", args.checkpoint]
@@ -142,7 +143,7 @@ def main() -> None:
     url = f"ws://127.0.0.1:{port}/"
     try:
         asyncio.run(run_level(url, 1, audio, 1))  # warm-up
-        print(f"# {os.path.basename(args.model_dir.rstrip('/'))}, chunk {args.chunk_size}, "
+        print(f"# {os.path.basename(args.model_dir.rstrip('/'))}, chunk {args.decoding_chunk_size}, "
               f"{args.num_workers} decode threads, {args.utts_per_client} utterances per client")
         print("| clients | first partial p50 / p95 (s) | final p50 / p95 (s) | CPU-RTF "
               "| RSS MiB before / peak / after |")

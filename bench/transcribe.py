@@ -23,8 +23,8 @@ import torch
 
 from wenet.dataset import sources
 from wenet.dataset.stats import PipelineStats
-from wenet.decode.context import DecodeOptions
 from wenet.decode.model_dir import load_model_dir
+from wenet.decode.options import add_search_options, search_options
 from wenet.decode.recognizer import Recognizer
 from wenet.utils.file_utils import read_lists
 
@@ -59,7 +59,7 @@ def read_audio(data_list: str, data_type: str, limit: int) -> List[Tuple[str, tu
     return out
 
 
-def main() -> None:
+def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model_dir", required=True)
     p.add_argument("--checkpoint", default=None, help="instead of final.zip / newest avg")
@@ -67,14 +67,17 @@ def main() -> None:
     p.add_argument("--data_type", default="shard", choices=["shard", "raw", "scp"])
     p.add_argument("--modes", default="attention_rescoring ctc_greedy_search")
     p.add_argument("--batch_sizes", default="1 16")
-    p.add_argument("--beam_size", type=int, default=10)
-    p.add_argument("--ctc_weight", type=float, default=0.5)
+    add_search_options(p, ("beam_size", "ctc_weight"))
     p.add_argument("--limit", type=int, default=0, help="at most this many utterances")
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--gpu", type=int, default=-1)
     p.add_argument("--repeat", type=int, default=3,
                    help="passes per row; the fastest counts (a shared machine's load varies)")
-    args = p.parse_args()
+    return p
+
+
+def main() -> None:
+    args = get_parser().parse_args()
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(args.threads)
     device = f"cuda:{args.gpu}" if args.gpu >= 0 else "cpu"
@@ -85,7 +88,7 @@ def main() -> None:
           f"{len(audio)} utterances, {audio_s:.1f} s of audio, {args.threads} threads, "
           f"{device}, CPU: {cpu_name()}")
     print(f"{'mode':<22} {'batch':>5} {'wall s':>8} {'audio s/s':>10} {'RTF':>7}")
-    options = DecodeOptions(beam_size=args.beam_size, ctc_weight=args.ctc_weight)
+    options = search_options(args)
     for mode in args.modes.split():
         for batch_size in (int(b) for b in args.batch_sizes.split()):
             asr = Recognizer(loaded, options, batch_size)

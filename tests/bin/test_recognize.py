@@ -86,7 +86,7 @@ def test_single_mode_file_and_raw_output(setup, tmp_path):
 def test_greedy_output_matches_direct_model_call(setup, tmp_path):
     """The file's greedy text equals argmax-collapse of the model's own CTC output."""
     from wenet.dataset.dataset import Dataset
-    from wenet.bin.recognize import decoding_dataset_conf
+    from wenet.decode.batch_decoding import decoding_dataset_conf
     d = setup
     _run(d, tmp_path / "g.txt", 3, "--mode", "ctc_greedy_search")
     config = yaml.safe_load((d / "train.yaml").read_text())

@@ -56,7 +56,7 @@ def test_the_ensemble_decodes_as_the_wrapper_of_its_models(setup, tmp_path, monk
     c = load_trained_model(str(setup / "train.yaml"), str(setup / "c.pt"))
     wrapped = EnsembleModel([a, c], [1.0, 3.0]).eval()
     single = _run(setup, tmp_path / "single")
-    monkeypatch.setattr(recognize, "_load_models", lambda args, configs, device: wrapped)
+    monkeypatch.setattr(recognize, "load_decoding_model", lambda *args: wrapped)
     assert got == _run(setup, tmp_path / "api")
     assert got != single  # c changes the result
 

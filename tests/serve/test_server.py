@@ -25,13 +25,14 @@ from tests.serve.test_streaming import stream_text
 from wenet.dataset.audio import load_audio, resample, to_mono
 from wenet.decode.context_graph import ContextGraph
 from wenet.decode.stream_state import EndpointRules
-from wenet.decode.streaming import StreamingOptions, StreamingRecognizer
+from wenet.decode.context import DecodeOptions
+from wenet.decode.streaming import StreamingRecognizer
 from wenet.serve.client import read_pcm16, stream_audio
 from wenet.serve.loading import load_streaming_model
 from wenet.serve.server import RecognitionServer, ServerConfig
 
-OPTIONS = StreamingOptions(chunk_size=CHUNK, beam_size=5, ctc_weight=0.5, reverse_weight=0.3,
-                           endpoint=EndpointRules(max_sentence_ms=4000.0))
+OPTIONS = DecodeOptions(chunk_size=CHUNK, beam_size=5, ctc_weight=0.5, reverse_weight=0.3,
+                        endpoint=EndpointRules(max_sentence_ms=4000.0))
 CONFIG = ServerConfig(host="127.0.0.1", port=0, max_clients=3, max_message_bytes=64000,
                       idle_timeout_s=3.0, max_session_s=600.0)
 

@@ -9,10 +9,11 @@ import torch
 from tests.serve.conftest import CHUNK, synth_audio
 from wenet.bin.recognize import main as recognize_main
 from wenet.dataset.fbank import FeatureConf, compute_fbank
+from wenet.decode.context import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
 from wenet.decode.ctc import ctc_prefix_beam_search
 from wenet.decode.stream_state import CtcPrefixBeamState, IncrementalFbank
-from wenet.decode.streaming import StreamingOptions, StreamingRecognizer
+from wenet.decode.streaming import StreamingRecognizer
 from wenet.serve.loading import NotServableError, load_streaming_model
 
 
@@ -101,8 +102,8 @@ def test_stream_equals_simulate_streaming(model_dir, tmp_path, one_thread, kind,
     loaded = load_streaming_model(str(model_dir),
                                   str(model_dir / "model.pt") if kind == "checkpoint" else None)
     assert loaded.scripted == (kind == "final.zip")
-    options = StreamingOptions(chunk_size=CHUNK, num_left_chunks=left, beam_size=5,
-                               ctc_weight=0.5, reverse_weight=0.3)
+    options = DecodeOptions(chunk_size=CHUNK, num_left_chunks=left, beam_size=5,
+                            ctc_weight=0.5, reverse_weight=0.3)
     rng = np.random.default_rng(1)
     nonempty = 0
     for key, ref_text in ref.items():
@@ -128,8 +129,8 @@ def test_stream_with_hotwords_equals_simulate_streaming(model_dir, tmp_path, one
     assert ref != plain
     loaded = load_streaming_model(str(model_dir), str(model_dir / "model.pt"))
     graph = ContextGraph.from_file(str(tmp_path / "hot.txt"), loaded.tokenizer, 4.0)
-    options = StreamingOptions(chunk_size=CHUNK, beam_size=5, ctc_weight=0.5,
-                               reverse_weight=0.3)
+    options = DecodeOptions(chunk_size=CHUNK, beam_size=5, ctc_weight=0.5,
+                            reverse_weight=0.3)
     rng = np.random.default_rng(2)
     for key, ref_text in ref.items():
         pcm, _ = sf.read(model_dir / f"{key}.wav", dtype="int16")

@@ -37,9 +37,10 @@ from tqdm import tqdm
 from wenet.dataset.fbank import FeatureConf
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.decode.align import token_intervals
-from wenet.decode.pauses import RefineConf
 from wenet.decode.align_batch import (Aligner, Alignment, Failure, align_data_list,
                                       failure_line, summary)
+from wenet.decode.options import (ENCODER, add_refine_options, add_search_options,
+                                   refine_conf, search_options)
 from wenet.eval.timing_formats import ctm_lines, textgrid_text
 from wenet.models import load_model
 from wenet.utils.file_utils import atomic_open, atomic_write_text, load_yaml, read_symbol_table
@@ -65,25 +66,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--refine_boundaries", action="store_true",
                    help="move word boundaries to the pauses of the audio between the words' "
                         "CTC spikes (token times stay CTC's)")
-    p.add_argument("--refine_slack", type=float, default=RefineConf.slack_s,
-                   help="seconds beyond the spikes a pause may lie")
-    p.add_argument("--refine_margin_db", type=float, default=RefineConf.margin_db,
-                   help="speech threshold above the utterance's noise floor, dB")
-    p.add_argument("--refine_edge_margin_db", type=float, default=RefineConf.edge_margin_db,
-                   help="a pause's edges give way to windows this far above the floor, dB")
-    p.add_argument("--pause_penalty", type=float, default=RefineConf.pause_penalty,
-                   help="with --refine_boundaries: the search's cost per encoder frame of "
-                        "pause spent inside a word (0 with --speech_penalty 0: plain CTC Viterbi)")
-    p.add_argument("--speech_penalty", type=float, default=RefineConf.speech_penalty,
-                   help="with --refine_boundaries: the search's cost per encoder frame of "
-                        "speech outside every word (0: none)")
-    p.add_argument("--refine_min_pause", type=float, default=RefineConf.min_pause_s,
-                   help="seconds of non-speech that count as a pause")
-    p.add_argument("--refine_min_speech", type=float, default=RefineConf.min_speech_s,
-                   help="loud blips up to this many seconds inside a pause count as pause")
-    p.add_argument("--decoding_chunk_size", type=int, default=-1,
-                   help="encode with this chunk size (chunk-trained models); -1: full context")
-    p.add_argument("--num_decoding_left_chunks", type=int, default=-1)
+    add_refine_options(p)
+    add_search_options(p, ENCODER)
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--gpu", type=int, default=-1, help="GPU index, -1 for CPU")
     return p
@@ -119,13 +103,10 @@ def run(args: argparse.Namespace) -> int:
     device = torch.device(f"cuda:{args.gpu}" if args.gpu >= 0 else "cpu")
     model = load_model(configs, args.checkpoint, device)
     tokenizer = Tokenizer(read_symbol_table(args.dict), args.bpe_model)
-    refine = (RefineConf(slack_s=args.refine_slack, margin_db=args.refine_margin_db,
-                         edge_margin_db=args.refine_edge_margin_db,
-                         min_pause_s=args.refine_min_pause, min_speech_s=args.refine_min_speech,
-                         pause_penalty=args.pause_penalty, speech_penalty=args.speech_penalty)
-              if args.refine_boundaries else None)
+    refine = refine_conf(args) if args.refine_boundaries else None
+    options = search_options(args)
     aligner = Aligner(model, tokenizer, FeatureConf.from_config(configs, args.config), device,
-                      refine, args.decoding_chunk_size, args.num_decoding_left_chunks)
+                      refine, options.chunk_size, options.num_left_chunks)
     paths = {"words": args.result_file, "tokens": args.token_file or args.result_file + ".tokens",
              "failed": args.failed_file or args.result_file + ".failed"}
     if args.ctm:

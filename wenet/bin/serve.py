@@ -14,12 +14,13 @@ import argparse
 import asyncio
 import logging
 import sys
+from dataclasses import replace
 from typing import List, Optional
 
 import torch
 
 from wenet.decode.stream_state import EndpointRules
-from wenet.decode.streaming import StreamingOptions
+from wenet.decode.options import STREAM, add_search_options, search_options
 from wenet.serve.loading import NotServableError, load_streaming_model
 from wenet.serve.server import RecognitionServer, ServerConfig
 
@@ -32,19 +33,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="0.0.0.0")
     p.add_argument("--port", type=int, default=10086, help="0: any free port")
     p.add_argument("--max_clients", type=int, default=16)
-    p.add_argument("--chunk_size", type=int, default=16,
-                   help="encoder frames per chunk (a start message may ask for another)")
-    p.add_argument("--num_left_chunks", type=int, default=-1,
-                   help="chunks of attention cache kept, -1: all of the sentence")
-    p.add_argument("--beam_size", type=int, default=10)
-    p.add_argument("--ctc_weight", type=float, default=0.5,
-                   help="rescoring: CTC score weight (run.sh stage 5's default)")
-    p.add_argument("--reverse_weight", type=float, default=0.0,
-                   help="rescoring: right-to-left decoder weight")
-    p.add_argument("--blank_skip_threshold", type=float, default=0.999)
-    p.add_argument("--context_score", type=float, default=3.0,
-                   help="bonus per hotword unit when a start message sends hotwords "
-                        "without hotword_score")
+    add_search_options(p, STREAM, stream=True)  # a start message may ask for another chunk
     p.add_argument("--endpoint_blank_prob", type=float, default=0.8,
                    help="a frame with p(blank) above this is silence")
     p.add_argument("--endpoint_silence_ms", type=float, default=1000.0,
@@ -64,23 +53,20 @@ def get_parser() -> argparse.ArgumentParser:
 
 def build_server(args: argparse.Namespace) -> RecognitionServer:
     """The server the arguments describe (the model loaded and checked)."""
-    if args.chunk_size <= 0:
-        raise ValueError(f"--chunk_size must be > 0, got {args.chunk_size}")
+    options = search_options(args)
+    if options.chunk_size <= 0:
+        raise ValueError(f"a stream is encoded chunk by chunk: --chunk_size must be > 0, "
+                         f"got {options.chunk_size}")
     loaded = load_streaming_model(args.model_dir, args.checkpoint)
     rules = EndpointRules(blank_prob=args.endpoint_blank_prob,
                           max_leading_silence_ms=args.endpoint_leading_silence_ms,
                           trailing_silence_ms=args.endpoint_silence_ms,
                           max_sentence_ms=args.max_sentence_s * 1000.0)
-    options = StreamingOptions(
-        chunk_size=args.chunk_size, num_left_chunks=args.num_left_chunks,
-        beam_size=args.beam_size, ctc_weight=args.ctc_weight,
-        reverse_weight=args.reverse_weight,
-        blank_skip_threshold=args.blank_skip_threshold if args.blank_skip_threshold > 0
-        else None, endpoint=rules)
+    options = replace(options, endpoint=rules)
     config = ServerConfig(host=args.host, port=args.port, max_clients=args.max_clients,
                           num_workers=args.num_workers, max_message_bytes=args.max_message_bytes,
                           max_session_s=args.max_session_s, idle_timeout_s=args.idle_timeout_s,
-                          max_chunk_size=max(64, args.chunk_size))
+                          max_chunk_size=max(64, options.chunk_size))
     return RecognitionServer(loaded, options, config, hotword_score=args.context_score)
 
 

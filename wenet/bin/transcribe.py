@@ -30,11 +30,11 @@ from typing import Any, Iterator, List, Optional, Tuple
 import torch
 from tqdm import tqdm
 
-from wenet.bin.recognize import add_search_options, decode_options
 from wenet.dataset.audio import AUDIO_FORMATS
 from wenet.dataset.sources import scp_line
 from wenet.decode import MODES
 from wenet.decode.model_dir import load_model_dir
+from wenet.decode.options import BATCH, add_search_options, search_options
 from wenet.decode.recognizer import Recognizer, Result
 from wenet.eval.timing_formats import ctm_lines, srt_text
 from wenet.utils.file_utils import atomic_open, atomic_write_text
@@ -59,8 +59,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--srt", default=None, help="write DIR/<key>.srt subtitles")
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--gpu", type=int, default=-1, help="GPU index, -1 for CPU")
-    add_search_options(p)
-    p.set_defaults(ctc_weight=0.5)  # run.sh stage 5's setting, so the text is RESULTS.md's
+    add_search_options(p, BATCH)
     return p
 
 
@@ -107,8 +106,9 @@ def _results(args: argparse.Namespace, items: List[Tuple[str, str]]) -> Iterator
     device = f"cuda:{args.gpu}" if args.gpu >= 0 else "cpu"
     loaded = load_model_dir(args.model_dir, device, args.checkpoint, units=args.dict,
                             bpe_model=args.bpe_model)
-    recognizer = Recognizer(loaded, decode_options(args, loaded.tokenizer), args.batch_size,
-                            args.decoding_chunk_size, args.num_decoding_left_chunks)
+    options = search_options(args, loaded.tokenizer)
+    recognizer = Recognizer(loaded, options, args.batch_size, options.chunk_size,
+                            options.num_left_chunks, context_score=args.context_score)
     with torch.no_grad():
         yield from recognizer.iter_results(items, args.mode, args.nbest,
                                            args.timestamps or bool(args.ctm or args.srt))

@@ -26,7 +26,6 @@ start of the stream. Without ``continuous`` the stream is one sentence, ended by
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -35,24 +34,11 @@ from wenet.dataset.fbank import FeatureConf
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.decode.align import AlignmentError, ctc_forced_align, token_spans, word_spans
 from wenet.decode.attention import score_hyps
+from wenet.decode.context import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
 from wenet.decode.hyps import NBest
-from wenet.decode.stream_state import (CtcPrefixBeamState, EndpointDetector, EndpointRules,
-                                       IncrementalFbank)
+from wenet.decode.stream_state import CtcPrefixBeamState, EndpointDetector, IncrementalFbank
 from wenet.transformer.streaming_encoder import ChunkWindow
-
-
-@dataclass(frozen=True)
-class StreamingOptions:
-    """Decoding settings of a stream (recognize.py's options of the same meaning)."""
-
-    chunk_size: int = 16            # encoder output frames per chunk
-    num_left_chunks: int = -1       # chunks of attention cache kept (-1: all)
-    beam_size: int = 10
-    ctc_weight: float = 0.0         # rescoring: weight of the CTC prefix score
-    reverse_weight: float = 0.0     # rescoring: weight of the right-to-left decoder
-    blank_skip_threshold: Optional[float] = 0.999
-    endpoint: EndpointRules = field(default_factory=EndpointRules)
 
 
 def is_streaming_config(configs: Dict[str, Any]) -> bool:
@@ -65,16 +51,19 @@ class StreamingRecognizer:
     """One audio stream's decoder (not thread-safe: one call at a time)."""
 
     def __init__(self, model: Any, tokenizer: Tokenizer, feature_conf: FeatureConf,
-                 options: StreamingOptions, nbest: int = 1, continuous: bool = False,
+                 options: DecodeOptions, nbest: int = 1, continuous: bool = False,
                  context_graph: Optional[ContextGraph] = None) -> None:
         if options.chunk_size <= 0:
-            raise ValueError(f"chunk_size must be > 0, got {options.chunk_size}")
+            raise ValueError(f"a stream is encoded chunk by chunk: chunk_size must be > 0, "
+                             f"got {options.chunk_size}")
+        if options.lm_fusion is not None:
+            raise ValueError("an n-gram LM is not supported in streaming decoding")
         self.model = model
         self.tokenizer = tokenizer
         self.options = options
         self.nbest = max(1, min(nbest, options.beam_size))
         self.continuous = continuous
-        self.context_graph = context_graph
+        self.context_graph = options.context_graph if context_graph is None else context_graph
         self.fbank = IncrementalFbank(feature_conf)
         self.subsampling = int(model.subsampling_rate())
         self.chunks = ChunkWindow(self.subsampling, int(model.right_context()),

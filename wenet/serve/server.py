@@ -33,8 +33,9 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
+from wenet.decode.context import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
-from wenet.decode.streaming import StreamingOptions, StreamingRecognizer
+from wenet.decode.streaming import StreamingRecognizer
 from wenet.serve.protocol import (CLOSE_INTERNAL, CLOSE_NORMAL, CLOSE_TRY_AGAIN, ProtocolError,
                                   StartRequest, failed, ok, parse_json, parse_start)
 
@@ -60,7 +61,7 @@ class ServerConfig:
 class RecognitionServer:
     """Serves ``loaded`` (model, tokenizer, feature_conf) with ``options`` per stream."""
 
-    def __init__(self, loaded: Any, options: StreamingOptions, config: ServerConfig,
+    def __init__(self, loaded: Any, options: DecodeOptions, config: ServerConfig,
                  hotword_score: float = 3.0) -> None:
         self.loaded = loaded
         self.hotword_score = hotword_score

@@ -10,7 +10,7 @@ at ``--snr_db`` like the corpus's augmentation (60: near clean). The true start 
 of every word are therefore known to the sample.
 
 The utterances are aligned to their transcripts with a trained model twice: with
-``wenet.decode.align.ctc_forced_align`` (what ``wenet/bin/alignment.py`` runs) and
+``wenet.alignment.align.ctc_forced_align`` (what ``wenet/bin/alignment.py`` runs) and
 with ``torchaudio.functional.forced_align``, on the same CTC log-probabilities and
 with the same token-to-word grouping. Printed: the fraction of word boundaries
 (starts and ends) within ``--tolerance`` of the truth for both, the error
@@ -48,10 +48,10 @@ from local.synth.voices import split_voices  # noqa: E402
 from local.synth.word_chain import ChainConf, word_chain  # noqa: E402
 from wenet.dataset.fbank import FeatureConf  # noqa: E402
 from wenet.dataset.tokenizer import Tokenizer  # noqa: E402
-from wenet.decode.align import (WordSpan, ctc_forced_align, frames_needed,  # noqa: E402
+from wenet.alignment.align import (WordSpan, ctc_forced_align, frames_needed,  # noqa: E402
                                 token_spans, word_spans)
-from wenet.decode.pauses import RefineConf, pause_runs, refine_word_spans  # noqa: E402
-from wenet.decode.align_batch import Aligner, Failure, Utterance  # noqa: E402
+from wenet.alignment.pauses import RefineConf, pause_runs, refine_word_spans  # noqa: E402
+from wenet.alignment.aligner import Aligner, Failure, Utterance  # noqa: E402
 from wenet.decode.options import (ENCODER, add_refine_options, add_search_options,  # noqa: E402
                                    refine_conf, search_options)
 from wenet.models import load_model  # noqa: E402

@@ -42,7 +42,7 @@ from bench.transcribe import cpu_name
 from wenet.dataset.dataset import Dataset
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.decode import DecodeOptions, decode
-from wenet.decode.batch_decoding import decoding_dataset_conf
+from wenet.inference.batch_decoding import decoding_dataset_conf
 from wenet.decode.context_graph import ContextGraph
 from wenet.decode.options import add_search_options, search_options
 from wenet.eval.wer import Counts, align, normalize

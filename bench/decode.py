@@ -31,7 +31,7 @@ import torch
 from wenet.dataset.dataset import Dataset
 from wenet.dataset.fbank import FeatureConf
 from wenet.decode import MODES, DecodeOptions, decode
-from wenet.decode.batch_decoding import decoding_dataset_conf
+from wenet.inference.batch_decoding import decoding_dataset_conf
 from wenet.decode.options import add_search_options, search_options
 from wenet.models import load_model
 from wenet.train.checkpoint import load_init_weights

@@ -23,9 +23,9 @@ import torch
 
 from wenet.dataset import sources
 from wenet.dataset.stats import PipelineStats
-from wenet.decode.model_dir import load_model_dir
+from wenet.inference.loader import load_model_dir
 from wenet.decode.options import add_search_options, search_options
-from wenet.decode.recognizer import Recognizer
+from wenet.inference.recognizer import Recognizer
 from wenet.utils.file_utils import read_lists
 
 

@@ -13,7 +13,7 @@ weigh as much as a large general one.  Use the model in decoding with
 
 With ``--mix_text`` the ``--text`` sentences (the in-domain text) and the ``--mix_text``
 ones (a general background text) each train a model, and the two are interpolated into
-one (wenet/decode/ngram_mix.py); ``--mix_weight`` is the in-domain model's weight, by
+one (wenet/lm/ngram_mix.py); ``--mix_weight`` is the in-domain model's weight, by
 default estimated by EM on every ``--heldout_every``-th in-domain sentence (with the
 in-domain model trained on the others; the final one is trained on all):
 
@@ -31,8 +31,8 @@ from typing import Iterator, List, Optional, Tuple
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from wenet.decode.ngram import NgramLM, train_kneser_ney  # noqa: E402
-from wenet.decode.ngram_mix import estimate_mix_weights, mix_ngram_lms  # noqa: E402
+from wenet.lm.ngram import NgramLM, train_kneser_ney  # noqa: E402
+from wenet.lm.ngram_mix import estimate_mix_weights, mix_ngram_lms  # noqa: E402
 from wenet.utils.file_utils import text_lines  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 """WeNet-style end-to-end speech recognition.
 
-``wenet.load_model(model_dir)`` gives a :class:`wenet.decode.recognizer.Recognizer`::
+``wenet.load_model(model_dir)`` gives a :class:`wenet.inference.recognizer.Recognizer`::
 
     import wenet
     asr = wenet.load_model("exp/synth_train_zipformer")
@@ -17,9 +17,9 @@ __all__ = ["load_model"]
 def load_model(model_dir: str, device: str = "cpu", checkpoint: Optional[str] = None,
                **recognizer_options: Any) -> Any:
     """A ``Recognizer`` for ``model_dir`` (an exported dir with ``final.zip``, or an
-    experiment dir with ``train.yaml`` + a checkpoint; see ``wenet.decode.model_dir``).
+    experiment dir with ``train.yaml`` + a checkpoint; see ``wenet.inference.loader``).
     ``recognizer_options``: ``options`` (``DecodeOptions``), ``batch_size``,
     ``decoding_chunk_size``, ``num_decoding_left_chunks``, ``context_score``."""
-    from wenet.decode.model_dir import load_model_dir
-    from wenet.decode.recognizer import Recognizer
+    from wenet.inference.loader import load_model_dir
+    from wenet.inference.recognizer import Recognizer
     return Recognizer(load_model_dir(model_dir, device, checkpoint), **recognizer_options)

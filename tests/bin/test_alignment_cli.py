@@ -205,7 +205,7 @@ def test_shards_align_like_the_raw_list(setup, tmp_path):
 
 
 def test_a_bad_list_line_is_reported_by_its_place(setup, tmp_path):
-    from wenet.decode.align_batch import Failure, read_data_list
+    from wenet.alignment.aligner import Failure, read_data_list
     d = setup
     lines = (d / "data.list").read_text().splitlines()
     bad = tmp_path / "data.list"

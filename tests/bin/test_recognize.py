@@ -7,7 +7,7 @@ import yaml
 
 from tests.tiny_experiment import UNITS, tiny_config, write_data_list, write_experiment, write_tones
 from wenet.bin.recognize import main as recognize_main
-from wenet.decode import context
+from wenet.decode import batch_context
 from wenet.models import init_model
 
 MODES = ["ctc_greedy_search", "ctc_prefix_beam_search", "attention", "attention_rescoring"]
@@ -55,8 +55,8 @@ def test_prefix_search_once_per_batch_and_each_mode_as_if_alone(setup, tmp_path,
     """Both CTC-prefix modes share one prefix beam search per batch, and each one's text
     equals what asking for that mode alone writes."""
     d = setup
-    prefix_search = Mock(wraps=context.ctc_prefix_beam_search)
-    monkeypatch.setattr(context, "ctc_prefix_beam_search", prefix_search)
+    prefix_search = Mock(wraps=batch_context.ctc_prefix_beam_search)
+    monkeypatch.setattr(batch_context, "ctc_prefix_beam_search", prefix_search)
     pair = ["ctc_prefix_beam_search", "attention_rescoring"]
     _run(d, tmp_path / "pair", 2, "--modes", " ".join(pair))
     assert prefix_search.call_count == 3  # 5 utterances in batches of 2
@@ -86,7 +86,7 @@ def test_single_mode_file_and_raw_output(setup, tmp_path):
 def test_greedy_output_matches_direct_model_call(setup, tmp_path):
     """The file's greedy text equals argmax-collapse of the model's own CTC output."""
     from wenet.dataset.dataset import Dataset
-    from wenet.decode.batch_decoding import decoding_dataset_conf
+    from wenet.inference.batch_decoding import decoding_dataset_conf
     d = setup
     _run(d, tmp_path / "g.txt", 3, "--mode", "ctc_greedy_search")
     config = yaml.safe_load((d / "train.yaml").read_text())

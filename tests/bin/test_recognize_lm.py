@@ -6,7 +6,7 @@ import pytest
 from tests.tiny_experiment import (read_hyps, tiny_config, write_data_list, write_experiment,
                                    write_tones)
 from wenet.bin.recognize import main as recognize_main
-from wenet.decode.ngram import train_kneser_ney
+from wenet.lm.ngram import train_kneser_ney
 
 MODES = ["ctc_prefix_beam_search", "attention_rescoring"]
 CONFIG = tiny_config({"decoder": "transformer", "decoder_conf": {"r_num_blocks": None},

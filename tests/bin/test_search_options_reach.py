@@ -7,9 +7,9 @@ import pytest
 
 from tests.tiny_experiment import tiny_config, write_data_list, write_experiment, write_tones
 from wenet.bin import alignment, recognize, serve, transcribe
-from wenet.decode import context, modes
-from wenet.decode.context import DecodeOptions
-from wenet.decode.pauses import RefineConf
+from wenet.decode import batch_context, modes
+from wenet.decode.options import DecodeOptions
+from wenet.alignment.pauses import RefineConf
 from wenet.decode.stream_state import EndpointRules
 from wenet.transformer.asr_model import ASRModel
 
@@ -46,8 +46,8 @@ def calls(monkeypatch):
 
     monkeypatch.setattr(ASRModel, "encode", recorder(
         "encode", ASRModel.encode, lambda a, k: tuple(a[3:]) + tuple(k.values())))
-    monkeypatch.setattr(context, "ctc_prefix_beam_search", recorder(
-        "beam", context.ctc_prefix_beam_search,
+    monkeypatch.setattr(batch_context, "ctc_prefix_beam_search", recorder(
+        "beam", batch_context.ctc_prefix_beam_search,
         lambda a, k: {"beam_size": a[2], "blank_skip_threshold": k["blank_skip_threshold"]}))
     monkeypatch.setattr(modes, "attention_rescoring", recorder(
         "rescore", modes.attention_rescoring,

@@ -13,9 +13,9 @@ import torch
 import yaml
 
 from tests.common import REPO
-from wenet.decode.context import DecodeOptions
-from wenet.decode.model_dir import find_checkpoint, load_model_dir
-from wenet.decode.recognizer import Recognizer
+from wenet.decode.options import DecodeOptions
+from wenet.inference.loader import find_checkpoint, load_model_dir
+from wenet.inference.recognizer import Recognizer
 from wenet.models import init_model
 
 UNITS = ["<blank>", "<unk>", "\u2581", "a", "b", "c", "\u2581d", "<sos/eos>"]

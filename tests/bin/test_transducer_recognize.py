@@ -5,7 +5,7 @@ from unittest.mock import Mock
 from tests.tiny_experiment import (TRANSDUCER, tiny_config, write_data_list, write_experiment,
                                    write_tones)
 from wenet.bin.recognize import main as recognize_main
-from wenet.decode import context
+from wenet.decode import batch_context
 
 MODES = ["rnnt_greedy_search", "rnnt_beam_search", "rnnt_beam_attn_rescoring"]
 
@@ -16,8 +16,8 @@ def test_transducer_modes_batch_independent(tmp_path, monkeypatch):
     write_data_list(tmp_path / "data.list", tmp_path, keys)
     write_experiment(tmp_path, tiny_config(TRANSDUCER), joint=4.0, joint_blank=2.0)
     texts, greedy_counts = {}, {}
-    beam_search = Mock(wraps=context.rnnt_beam_search)
-    monkeypatch.setattr(context, "rnnt_beam_search", beam_search)
+    beam_search = Mock(wraps=batch_context.rnnt_beam_search)
+    monkeypatch.setattr(batch_context, "rnnt_beam_search", beam_search)
     for bs in (1, 3):
         beam_search.reset_mock()
         out = tmp_path / f"bs{bs}"

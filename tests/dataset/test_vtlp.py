@@ -12,7 +12,7 @@ import torch
 import torchaudio.compliance.kaldi as kaldi
 
 from tests.dataset.test_pipeline import PLAIN, RATE, TABLE, collect, make_corpus, write_shards
-from wenet.decode.batch_decoding import decoding_dataset_conf
+from wenet.inference.batch_decoding import decoding_dataset_conf
 from wenet.dataset import processor
 from wenet.dataset.dataset import Dataset
 from wenet.dataset.fbank import FeatureConf, compute_fbank

@@ -8,7 +8,7 @@ from tests.decode.test_ctc import _exhaustive
 from tests.decode.toys import rand_logprobs
 from wenet.decode.ctc import ctc_prefix_beam_search
 from wenet.decode.ctc_lm import WORD_START, LMFusion, ctc_lm_prefix_beam_search
-from wenet.decode.ngram import BOS, EOS, train_kneser_ney
+from wenet.lm.ngram import BOS, EOS, train_kneser_ney
 
 W = WORD_START
 UNITS = ["<blank>", W + "A", "B", W + "AB", W + "B", "<unk>"]

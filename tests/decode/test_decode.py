@@ -10,7 +10,7 @@ import torch
 
 from tests.decode.toys import tiny_transducer
 from tests.tiny_experiment import sharpen, tiny_config
-from wenet.decode import MODES, DecodeOptions, context, decode, modes
+from wenet.decode import MODES, DecodeOptions, batch_context, decode, modes
 from wenet.decode.attention import attention_beam_search, attention_rescoring
 from wenet.decode.ctc import ctc_greedy_search, ctc_prefix_beam_search
 from wenet.decode.hyps import best_hyps
@@ -86,7 +86,7 @@ def test_ctc_modes_together_equal_alone_and_references(ctc_batch, monkeypatch):
     assert alone == reference
     assert all(any(h) for h in reference.values())  # not a comparison of empty outputs
     assert reference["attention_rescoring"] != reference["ctc_prefix_beam_search"]
-    calls = _counting(monkeypatch, context, "ctc_prefix_beam_search")
+    calls = _counting(monkeypatch, batch_context, "ctc_prefix_beam_search")
     subsets = [c for n in range(1, len(CTC_MODES) + 1)
                for c in itertools.combinations(CTC_MODES, n)]
     for subset in subsets + [s[::-1] for s in subsets if len(s) > 1]:  # who computes first
@@ -110,7 +110,7 @@ def test_transducer_modes_together_equal_alone_and_references(rnnt_batch, monkey
                  "rnnt_beam_attn_rescoring": [h for h, _ in resc]}
     assert all(any(h) for h in reference.values())
     frames = int(lens.sum())
-    calls = _counting(monkeypatch, context, "rnnt_beam_search")
+    calls = _counting(monkeypatch, batch_context, "rnnt_beam_search")
     for m in RNNT_MODES:
         (got,) = decode(model, enc, mask, [m], RNNT_OPTIONS).values()
         assert got.hyps == reference[m]
@@ -159,10 +159,10 @@ def test_shared_work_is_charged_in_full_to_every_mode_that_used_it(ctc_batch, mo
                                                                    order):
     model, enc, mask = ctc_batch
     clock = _FakeClock()
-    monkeypatch.setattr(context, "_clock", clock)
+    monkeypatch.setattr(batch_context, "_clock", clock)
     monkeypatch.setattr(model, "ctc_logprobs", clock.costs(1.0, model.ctc_logprobs))
-    monkeypatch.setattr(context, "ctc_prefix_beam_search",
-                        clock.costs(4.0, context.ctc_prefix_beam_search))
+    monkeypatch.setattr(batch_context, "ctc_prefix_beam_search",
+                        clock.costs(4.0, batch_context.ctc_prefix_beam_search))
     monkeypatch.setattr(modes, "ctc_greedy_search", clock.costs(0.5, modes.ctc_greedy_search))
     monkeypatch.setattr(modes, "attention_rescoring",
                         clock.costs(2.0, modes.attention_rescoring))

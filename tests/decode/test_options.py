@@ -12,12 +12,12 @@ from bench import transcribe as bench_transcribe
 from tests.tiny_experiment import UNITS
 from wenet.bin import alignment, recognize, serve, transcribe
 from wenet.dataset.tokenizer import Tokenizer
-from wenet.decode.context import DecodeOptions
-from wenet.decode.ngram import train_kneser_ney
+from wenet.decode.options import DecodeOptions
+from wenet.lm.ngram import train_kneser_ney
 from wenet.decode.options import (ALL, BATCH, ENCODER, STREAM, STREAM_CHUNK_SIZE,
                                   add_refine_options, add_search_options, refine_conf,
                                   search_options)
-from wenet.decode.pauses import RefineConf
+from wenet.alignment.pauses import RefineConf
 
 # each CLI's parser and the search flags it offers (the rest would be ignored there)
 CLIS = {

@@ -11,7 +11,7 @@ import pytest
 import torch
 import yaml
 
-from wenet.decode.model_dir import load_model_dir
+from wenet.inference.loader import load_model_dir
 from wenet.models import init_model, load_trained_model
 from wenet.models.paths import resolve_bpe, resolve_cmvn, resolve_units
 from wenet.train.setup import train_yaml_configs

@@ -25,8 +25,8 @@ from tests.serve.test_streaming import stream_text
 from wenet.dataset.audio import load_audio, resample, to_mono
 from wenet.decode.context_graph import ContextGraph
 from wenet.decode.stream_state import EndpointRules
-from wenet.decode.context import DecodeOptions
-from wenet.decode.streaming import StreamingRecognizer
+from wenet.decode.options import DecodeOptions
+from wenet.inference.streaming import StreamingRecognizer
 from wenet.serve.client import read_pcm16, stream_audio
 from wenet.serve.loading import load_streaming_model
 from wenet.serve.server import RecognitionServer, ServerConfig

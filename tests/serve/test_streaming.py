@@ -9,11 +9,11 @@ import torch
 from tests.serve.conftest import CHUNK, synth_audio
 from wenet.bin.recognize import main as recognize_main
 from wenet.dataset.fbank import FeatureConf, compute_fbank
-from wenet.decode.context import DecodeOptions
+from wenet.decode.options import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
 from wenet.decode.ctc import ctc_prefix_beam_search
 from wenet.decode.stream_state import CtcPrefixBeamState, IncrementalFbank
-from wenet.decode.streaming import StreamingRecognizer
+from wenet.inference.streaming import StreamingRecognizer
 from wenet.serve.loading import NotServableError, load_streaming_model
 
 

@@ -298,7 +298,7 @@ def test_stage_2_trains_the_lm_and_stage_5_decodes_with_it(recipe: Path):
     (--nbest N: stage 5 also writes each mode's n-best oracle WER.)"""
     import os
     import sys
-    from wenet.decode.ngram import NgramLM, train_kneser_ney
+    from wenet.lm.ngram import NgramLM, train_kneser_ney
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
                LC_ALL="C")
     for tool in ("spm_train", "spm_encode", "make_units.sh", "train_ngram.py"):

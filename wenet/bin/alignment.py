@@ -19,7 +19,7 @@ after the last frame of its last token; frame ``f`` is at ``f`` x subsampling x 
 shift seconds). ``--refine_boundaries`` lets the audio's pauses steer the search (a token,
 or the stretch between two tokens of one word, costs ``--pause_penalty`` per frame of
 pause, and speech outside every word costs ``--speech_penalty`` per frame) and then moves
-word boundaries to the pauses found between the words' spikes (``wenet/decode/pauses.py``;
+word boundaries to the pauses found between the words' spikes (``wenet/alignment/pauses.py``;
 where words are spoken without a pause the boundary stays where CTC put it).
 """
 from __future__ import annotations
@@ -36,12 +36,12 @@ from tqdm import tqdm
 
 from wenet.dataset.fbank import FeatureConf
 from wenet.dataset.tokenizer import Tokenizer
-from wenet.decode.align import token_intervals
-from wenet.decode.align_batch import (Aligner, Alignment, Failure, align_data_list,
+from wenet.alignment.align import token_intervals
+from wenet.alignment.aligner import (Aligner, Alignment, Failure, align_data_list,
                                       failure_line, summary)
 from wenet.decode.options import (ENCODER, add_refine_options, add_search_options,
                                    refine_conf, search_options)
-from wenet.eval.timing_formats import ctm_lines, textgrid_text
+from wenet.alignment.formats import ctm_lines, textgrid_text
 from wenet.models import load_model
 from wenet.utils.file_utils import atomic_open, atomic_write_text, load_yaml, read_symbol_table
 

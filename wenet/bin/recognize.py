@@ -11,7 +11,7 @@ with ``--result_file F`` these are ``F.nbest`` and ``F.ctm``.
 
 Timing: with ``--result_dir`` each mode gets ``D/<mode>/rtf``, one JSON line with its
 RTF = (encoder seconds + that mode's search seconds) / audio seconds, what decoding that
-mode alone would cost (``wenet/decode/batch_decoding.py`` says how shared work counts).
+mode alone would cost (``wenet/inference/batch_decoding.py`` says how shared work counts).
 Feature extraction and data loading are not counted.
 
 ``--ensemble B.pt C.pt ...`` decodes with the ``--checkpoint`` model and these together
@@ -38,12 +38,12 @@ from wenet.dataset.dataset import Dataset
 from wenet.dataset.fbank import FeatureConf
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.decode import MODES, DecodeOptions, check_modes, decode
-from wenet.decode.align import frame_shift_seconds
-from wenet.decode.batch_decoding import DecodeTotals, decoding_dataset_conf, load_decoding_model
-from wenet.decode.model_dir import LoadedModel
+from wenet.alignment.align import frame_shift_seconds
+from wenet.inference.batch_decoding import DecodeTotals, decoding_dataset_conf, load_decoding_model
+from wenet.inference.loader import LoadedModel
 from wenet.decode.options import add_search_options, search_options
-from wenet.decode.recognizer import Recognizer
-from wenet.eval.timing_formats import ctm_lines
+from wenet.inference.recognizer import Recognizer
+from wenet.alignment.formats import ctm_lines
 from wenet.utils.file_utils import atomic_open, load_yaml, read_symbol_table
 
 

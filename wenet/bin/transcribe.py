@@ -7,7 +7,7 @@
 The model dir is an exported one (``final.zip`` with ``train.yaml``, ``units.txt`` and
 the BPE model beside it, as run.sh stage 6 leaves it) or an experiment dir
 (``train.yaml`` + a checkpoint, ``--checkpoint`` or the newest ``avg_*.pt``); see
-``wenet/decode/model_dir.py``. Inputs: audio files, directories (searched for audio
+``wenet/inference/loader.py``. Inputs: audio files, directories (searched for audio
 files), ``wav.scp`` or plain lists of files, and ``-`` for such a list on stdin. Any
 sample rate and channel count libsndfile reads is resampled and mixed down (logged).
 
@@ -33,10 +33,10 @@ from tqdm import tqdm
 from wenet.dataset.audio import AUDIO_FORMATS
 from wenet.dataset.sources import scp_line
 from wenet.decode import MODES
-from wenet.decode.model_dir import load_model_dir
+from wenet.inference.loader import load_model_dir
 from wenet.decode.options import BATCH, add_search_options, search_options
-from wenet.decode.recognizer import Recognizer, Result
-from wenet.eval.timing_formats import ctm_lines, srt_text
+from wenet.inference.recognizer import Recognizer, Result
+from wenet.alignment.formats import ctm_lines, srt_text
 from wenet.utils.file_utils import atomic_open, atomic_write_text
 
 

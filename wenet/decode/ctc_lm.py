@@ -35,7 +35,7 @@ import torch
 
 from wenet.dataset.tokenizer import SPACE
 from wenet.decode.hyps import NEG_INF, Hyp, NBest
-from wenet.decode.ngram import EOS, Ngram, NgramLM
+from wenet.lm.ngram import EOS, Ngram, NgramLM
 
 logger = logging.getLogger(__name__)
 

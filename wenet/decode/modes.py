@@ -14,7 +14,8 @@ from typing import Any, Callable, Dict, List, Sequence
 import torch
 
 from wenet.decode.attention import attention_beam_search, attention_rescoring
-from wenet.decode.context import BatchContext, DecodeOptions, ModeResult
+from wenet.decode.batch_context import BatchContext, ModeResult
+from wenet.decode.options import DecodeOptions
 from wenet.decode.ctc import ctc_greedy_search
 from wenet.decode.hyps import best_hyps
 from wenet.decode.transducer import rnnt_greedy_search

@@ -26,7 +26,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 
 from wenet.decode.attention import attention_rescoring, score_hyps
-from wenet.decode.context import BatchContext, DecodeOptions
+from wenet.decode.batch_context import BatchContext
+from wenet.decode.options import DecodeOptions
 from wenet.decode.hyps import NBest
 from wenet.decode.modes import MODES, check_modes
 

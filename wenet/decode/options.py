@@ -1,4 +1,4 @@
-"""The command-line face of :class:`~wenet.decode.context.DecodeOptions` and ``RefineConf``.
+"""The search options: :class:`DecodeOptions`, and their command-line face (and ``RefineConf``'s).
 
 Every CLI and bench that searches (recognize, transcribe, serve, the decode benches) or
 encodes with chunks (alignment) adds its flags with :func:`add_search_options` and builds
@@ -8,19 +8,48 @@ supports (``BATCH``, ``STREAM``, ``ENCODER`` or its own subset): a flag a CLI wo
 ignore is not offered there, rather than silently dropped. The one default that differs
 by use is the chunk size of a stream (``STREAM_CHUNK_SIZE``): full context (-1) cannot
 be streamed. ``add_refine_options`` / ``refine_conf`` do the same for the pause-aware
-word boundaries of forced alignment (``wenet/decode/pauses.py``).
+word boundaries of forced alignment (``wenet/alignment/pauses.py``).
 """
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 
-from wenet.decode.context import DecodeOptions
+from wenet.alignment.pauses import RefineConf
 from wenet.decode.context_graph import ContextGraph
 from wenet.decode.ctc_lm import LMFusion
-from wenet.decode.pauses import RefineConf
+from wenet.decode.stream_state import EndpointRules
 from wenet.transformer.encoder import check_decoding_chunk_size
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """Every search setting, with its one default (run.sh stage 5's), for batch decoding
+    (``decode``, ``Recognizer``) and streams (``StreamingRecognizer``) alike. The command
+    lines get them from one argparse group (below)."""
+
+    beam_size: int = 10
+    ctc_weight: float = 0.5          # attention_rescoring: weight of the CTC prefix score
+    transducer_weight: float = 0.0   # rnnt_beam_attn_rescoring: weight of the beam score
+    reverse_weight: float = 0.0      # rescoring: weight of the right-to-left decoder
+    length_penalty: float = 0.0      # attention: length normalisation exponent
+    blank_skip_threshold: Optional[float] = 0.999  # CTC prefix search; None disables
+    max_sym_per_frame: int = 1       # rnnt_greedy_search: labels per frame at most
+    context_graph: Optional[ContextGraph] = None  # hotword biasing (context_graph.py)
+    rnnt_length_norm: bool = False   # rnnt_beam_search: rank the n-best by score per token
+    lm_fusion: Optional[LMFusion] = None  # word n-gram LM in the CTC prefix search (ctc_lm.py)
+    # the encoder: -1 full context, N > 0 chunks of N output frames (a stream needs N > 0)
+    chunk_size: int = -1
+    num_left_chunks: int = -1        # chunks of attention cache each chunk sees (-1: all)
+    simulate_streaming: bool = False  # batch decoding: encode chunk by chunk with caches
+    endpoint: EndpointRules = field(default_factory=EndpointRules)  # streams: sentence ends
+
+    def __post_init__(self) -> None:
+        if self.beam_size < 1:
+            raise ValueError(f"beam_size must be a positive integer, got {self.beam_size}")
+        check_decoding_chunk_size(self.chunk_size)
+
 
 _DEFAULT = DecodeOptions()
 STREAM_CHUNK_SIZE = 16  # encoder frames per chunk of a stream when none is asked for
@@ -182,7 +211,7 @@ _REFINE_FLAGS = {  # RefineConf field: (flag, help)
 
 def add_refine_options(parser: argparse.ArgumentParser) -> None:
     """The flags of ``RefineConf`` (pause-aware word boundaries), its defaults."""
-    group = parser.add_argument_group("word boundary refinement (wenet/decode/pauses.py)")
+    group = parser.add_argument_group("word boundary refinement (wenet/alignment/pauses.py)")
     for name, (flag, help) in _REFINE_FLAGS.items():
         group.add_argument(flag, type=float, default=getattr(RefineConf, name), help=help)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import logging
 from typing import Optional
 
-from wenet.decode.model_dir import LoadedModel, load_model_dir
-from wenet.decode.streaming import is_streaming_config
+from wenet.inference.loader import LoadedModel, load_model_dir
+from wenet.inference.streaming import is_streaming_config
 from wenet.models.factory import is_transducer_config
 
 

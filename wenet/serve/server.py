@@ -33,9 +33,9 @@ from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from wenet.decode.context import DecodeOptions
+from wenet.decode.options import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
-from wenet.decode.streaming import StreamingRecognizer
+from wenet.inference.streaming import StreamingRecognizer
 from wenet.serve.protocol import (CLOSE_INTERNAL, CLOSE_NORMAL, CLOSE_TRY_AGAIN, ProtocolError,
                                   StartRequest, failed, ok, parse_json, parse_start)
 

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from wenet.decode.ngram import BOS, EOS, UNK, NgramLM, train_kneser_ney
+from wenet.lm.ngram import BOS, EOS, UNK, NgramLM, train_kneser_ney
 
 SENTS = [s.split() for s in ["THE CAT SAT", "THE CAT", "A CAT SAT ON THE MAT", "THE MAT",
                              "SAT ON A CAT", "ON THE MAT THE CAT SAT"]]

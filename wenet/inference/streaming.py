@@ -32,9 +32,9 @@ import torch
 
 from wenet.dataset.fbank import FeatureConf
 from wenet.dataset.tokenizer import Tokenizer
-from wenet.decode.align import AlignmentError, ctc_forced_align, token_spans, word_spans
+from wenet.alignment.align import AlignmentError, ctc_forced_align, token_spans, word_spans
 from wenet.decode.attention import score_hyps
-from wenet.decode.context import DecodeOptions
+from wenet.decode.options import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
 from wenet.decode.hyps import NBest
 from wenet.decode.stream_state import CtcPrefixBeamState, EndpointDetector, IncrementalFbank

@@ -3,7 +3,7 @@ for decoding, the model or ensemble to decode with, and the per-mode timing tota
 
 Timing, per mode: the encoder runs once per batch and counts in full for every mode;
 shared search work is timed once and counts in full in each mode that used it
-(``wenet/decode/context.py``); so
+(``wenet/decode/batch_context.py``); so
 
     RTF(mode) = (encoder seconds + that mode's search seconds) / audio seconds
 
@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import torch
 
 from wenet.dataset.fbank import FeatureConf
-from wenet.decode.context import ModeResult
+from wenet.decode.batch_context import ModeResult
 from wenet.models import load_model
 from wenet.models.ensemble import EnsembleModel
 from wenet.utils.file_utils import atomic_write_text, load_yaml

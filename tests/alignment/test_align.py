@@ -7,7 +7,7 @@ import pytest
 import torch
 import torchaudio.functional as taf
 
-from wenet.decode.align import (AlignmentError, TokenSpan, WordSpan, ctc_forced_align,
+from wenet.alignment.align import (AlignmentError, TokenSpan, WordSpan, ctc_forced_align,
                                 frame_shift_seconds, frames_needed, path_score, token_intervals,
                                 token_spans, word_spans)
 

@@ -6,8 +6,8 @@ import math
 import pytest
 
 from tests.common import load_tool
-from wenet.decode.ngram import BOS, EOS, NgramLM, train_kneser_ney
-from wenet.decode.ngram_mix import estimate_mix_weights, mix_ngram_lms
+from wenet.lm.ngram import BOS, EOS, NgramLM, train_kneser_ney
+from wenet.lm.ngram_mix import estimate_mix_weights, mix_ngram_lms
 
 train_ngram = load_tool("train_ngram")
 

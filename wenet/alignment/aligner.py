@@ -22,9 +22,9 @@ from wenet.dataset.fbank import FeatureConf, compute_fbank
 from wenet.dataset.sources import raw_samples, shard_samples
 from wenet.dataset.stats import PipelineStats
 from wenet.dataset.tokenizer import Tokenizer
-from wenet.decode.align import (AlignmentError, TokenSpan, WordSpan, ctc_forced_align,
+from wenet.alignment.align import (AlignmentError, TokenSpan, WordSpan, ctc_forced_align,
                                 frame_shift_seconds, starts_word, token_spans, word_spans)
-from wenet.decode.pauses import (RefineConf, pause_bias, pause_fraction, pause_runs,
+from wenet.alignment.pauses import (RefineConf, pause_bias, pause_fraction, pause_runs,
                                  refine_word_spans)
 from wenet.utils.file_utils import text_lines
 

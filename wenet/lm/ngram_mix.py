@@ -27,7 +27,7 @@ import math
 from collections import defaultdict
 from typing import Dict, List, Sequence, Tuple
 
-from wenet.decode.ngram import BOS, EOS, NgramLM, Ngram, NO_PROB
+from wenet.lm.ngram import BOS, EOS, NgramLM, Ngram, NO_PROB
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ that ``recognize.py`` gives it. Each batch is encoded once and decoded by
 :func:`wenet.decode.nbest.decode_nbest` (the registered search of the mode, plus its
 n-best and scores). With ``timestamps`` each result also carries per-token and per-word
 times and confidences: the CTC forced alignment of the chosen hypothesis
-(``wenet.decode.align``); for a transducer without a CTC head, the frames that emit
+(``wenet.alignment.align``); for a transducer without a CTC head, the frames that emit
 each token on the best path of the hypothesis through the joint's lattice
 (:func:`transducer_spans`).
 
@@ -30,11 +30,11 @@ import torch
 from wenet.dataset import processor
 from wenet.dataset.audio import AudioError, load_audio
 from wenet.dataset.stats import PipelineStats
-from wenet.decode.align import (AlignmentError, TokenSpan, WordSpan, ctc_forced_align,
+from wenet.alignment.align import (AlignmentError, TokenSpan, WordSpan, ctc_forced_align,
                                 token_spans, word_spans)
-from wenet.decode.context import DecodeOptions
+from wenet.decode.options import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
-from wenet.decode.model_dir import LoadedModel
+from wenet.inference.loader import LoadedModel
 from wenet.decode.nbest import decode_nbest
 
 Audio = Union[str, Sequence[str], np.ndarray, torch.Tensor]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import List, Mapping, Sequence, Tuple
 
-from wenet.decode.align import WordSpan
+from wenet.alignment.align import WordSpan
 
 Interval = Tuple[float, float, str]  # (start s, end s, text)
 

@@ -32,7 +32,7 @@ import torch
 
 from wenet.dataset.fbank import FeatureConf
 from wenet.dataset.tokenizer import Tokenizer
-from wenet.decode.align import frame_shift_seconds
+from wenet.alignment.align import frame_shift_seconds
 from wenet.models import load_model
 from wenet.models.paths import resolve_bpe, resolve_units
 from wenet.train.checkpoint import epoch_checkpoints

@@ -16,8 +16,8 @@ from local.synth.augment import TARGET_RATE
 from local.synth.sentences import SentenceGenerator, vocabulary
 from local.synth.voices import split_voices
 from local.synth.word_chain import ChainConf, word_chain
-from wenet.decode.align import ctc_forced_align, token_spans, word_spans
-from wenet.decode.pauses import RefineConf, pause_bias, pause_fraction, refine_word_spans
+from wenet.alignment.align import ctc_forced_align, token_spans, word_spans
+from wenet.alignment.pauses import RefineConf, pause_bias, pause_fraction, refine_word_spans
 
 SHIFT = 0.04  # a 25 Hz encoder (the Zipformer's output rate)
 

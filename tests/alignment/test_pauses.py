@@ -1,4 +1,4 @@
-"""Word boundaries snapped to pauses (wenet/decode/pauses.py), on hand-made signals whose
+"""Word boundaries snapped to pauses (wenet/alignment/pauses.py), on hand-made signals whose
 speech and pauses are known to the sample."""
 import math
 
@@ -7,8 +7,8 @@ import pytest
 
 import torch
 
-from wenet.decode.align import WordSpan, ctc_forced_align, token_spans, word_spans
-from wenet.decode.pauses import (RefineConf, energy_db, pause_bias, pause_fraction, pause_runs,
+from wenet.alignment.align import WordSpan, ctc_forced_align, token_spans, word_spans
+from wenet.alignment.pauses import (RefineConf, energy_db, pause_bias, pause_fraction, pause_runs,
                                  refine_word_spans)
 
 RATE = 16000

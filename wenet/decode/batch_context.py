@@ -17,48 +17,17 @@ not add up to the batch's wall time).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set
+from typing import Any, Callable, Dict, List, NamedTuple, Set
 
 import torch
 
-from wenet.decode.context_graph import ContextGraph
 from wenet.decode.ctc import ctc_prefix_beam_search
-from wenet.decode.ctc_lm import LMFusion, ctc_lm_prefix_beam_search
+from wenet.decode.ctc_lm import ctc_lm_prefix_beam_search
 from wenet.decode.hyps import NBest
-from wenet.decode.stream_state import EndpointRules
+from wenet.decode.options import DecodeOptions
 from wenet.decode.transducer import rnnt_beam_search
-from wenet.transformer.encoder import check_decoding_chunk_size
 
 _clock = time.perf_counter  # module-level so that tests can substitute a fake clock
-
-
-@dataclass(frozen=True)
-class DecodeOptions:
-    """Every search setting, with its one default (run.sh stage 5's), for batch decoding
-    (``decode``, ``Recognizer``) and streams (``StreamingRecognizer``) alike. The command
-    lines get them from one argparse group (``wenet.decode.options``)."""
-
-    beam_size: int = 10
-    ctc_weight: float = 0.5          # attention_rescoring: weight of the CTC prefix score
-    transducer_weight: float = 0.0   # rnnt_beam_attn_rescoring: weight of the beam score
-    reverse_weight: float = 0.0      # rescoring: weight of the right-to-left decoder
-    length_penalty: float = 0.0      # attention: length normalisation exponent
-    blank_skip_threshold: Optional[float] = 0.999  # CTC prefix search; None disables
-    max_sym_per_frame: int = 1       # rnnt_greedy_search: labels per frame at most
-    context_graph: Optional[ContextGraph] = None  # hotword biasing (context_graph.py)
-    rnnt_length_norm: bool = False   # rnnt_beam_search: rank the n-best by score per token
-    lm_fusion: Optional[LMFusion] = None  # word n-gram LM in the CTC prefix search (ctc_lm.py)
-    # the encoder: -1 full context, N > 0 chunks of N output frames (a stream needs N > 0)
-    chunk_size: int = -1
-    num_left_chunks: int = -1        # chunks of attention cache each chunk sees (-1: all)
-    simulate_streaming: bool = False  # batch decoding: encode chunk by chunk with caches
-    endpoint: EndpointRules = field(default_factory=EndpointRules)  # streams: sentence ends
-
-    def __post_init__(self) -> None:
-        if self.beam_size < 1:
-            raise ValueError(f"beam_size must be a positive integer, got {self.beam_size}")
-        check_decoding_chunk_size(self.chunk_size)
 
 
 class ModeResult(NamedTuple):

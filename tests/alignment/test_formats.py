@@ -3,8 +3,8 @@ import os
 
 import pytest
 
-from wenet.decode.align import WordSpan
-from wenet.eval.timing_formats import (ctm_lines, fill_tier, srt_text, srt_timestamp,
+from wenet.alignment.align import WordSpan
+from wenet.alignment.formats import (ctm_lines, fill_tier, srt_text, srt_timestamp,
                                        subtitle_groups, textgrid_text)
 
 EXPECTED = os.path.join(os.path.dirname(__file__), "timing_expected")

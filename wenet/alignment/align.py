@@ -12,7 +12,7 @@ the best log-score of a path that is in state ``s`` at frame ``t``,
 started in the first blank or the first label and ended in the last label or
 the last blank. The recursion runs over frames; each frame updates all states
 at once. It computes what ``torchaudio.functional.forced_align`` computes
-(tests/decode/test_align.py checks the two agree, and both against brute force).
+(tests/alignment/test_align.py checks the two agree, and both against brute force).
 
 ``token_spans`` turns the frame path into one span per token, ``word_spans``
 groups sentencepiece pieces into words with times in seconds.

@@ -47,7 +47,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from wenet.decode.align import WordSpan
+from wenet.alignment.align import WordSpan
 
 
 @dataclass

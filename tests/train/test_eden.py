@@ -11,10 +11,11 @@ import torch
 
 from wenet.models import init_model
 from wenet.train import resume
+from wenet.train.config import TrainConf
+from wenet.train.distributed import DistInfo
 from wenet.train.executor import Executor
 from wenet.train.optim import build_optimizer
 from wenet.train.scheduler import build_scheduler
-from wenet.train.setup import DistInfo, TrainConf
 from wenet.utils.file_utils import load_yaml
 
 from tests.common import CONF_DIR

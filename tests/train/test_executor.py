@@ -10,12 +10,13 @@ import pytest
 import torch
 import yaml
 
-from wenet.train import checkpoint as ckpt
-from wenet.train.executor import Executor
 from wenet.models import init_model
+from wenet.train import checkpoint as ckpt
+from wenet.train.config import TrainConf, override_config
+from wenet.train.distributed import DistInfo
+from wenet.train.executor import Executor
 from wenet.train.model_average import ModelAverager
 from wenet.train.scheduler import WarmupCosineLR, WarmupLR, build_scheduler
-from wenet.train.setup import DistInfo, TrainConf, override_config
 
 from tests.train import testlib as T
 
@@ -274,7 +275,7 @@ def test_init_weights_copy_matching_tensors_only(tmp_path):
                                                   (False, True, torch.bfloat16),
                                                   (False, False, None)])
 def test_use_amp_auto_is_bf16_only_where_the_cpu_has_it(monkeypatch, avx512_bf16, amx, want):
-    from wenet.train.setup import amp_dtype_for
+    from wenet.train.device import amp_dtype_for
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
     cpu = torch.device("cpu")

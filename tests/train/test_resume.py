@@ -10,11 +10,12 @@ import yaml
 from wenet.bin.train import get_parser
 from wenet.models import init_model
 from wenet.train import resume
+from wenet.train.config import TrainConf
+from wenet.train.distributed import DistInfo
 from wenet.train.executor import Executor
 from wenet.train.progress import eta, fmt_eta
 from wenet.train.resume import TrainState
 from wenet.train.scheduler import WarmupLR
-from wenet.train.setup import DistInfo, TrainConf
 
 from tests.train import testlib as T
 

@@ -12,10 +12,11 @@ import yaml
 from wenet.bin import average_model
 from wenet.train import checkpoint as ckpt
 from wenet.train import resume, retention
+from wenet.train.config import TrainConf
+from wenet.train.distributed import DistInfo
 from wenet.train.executor import Executor
 from wenet.train.model_average import ModelAverager
 from wenet.train.scheduler import WarmupLR
-from wenet.train.setup import DistInfo, TrainConf
 
 from tests.train import testlib as T
 

@@ -33,16 +33,17 @@ from wenet.dataset.dataset import Dataset
 from wenet.models import init_model
 from wenet.train import resume
 from wenet.train.checkpoint import checkpoint_base, load_init_weights
+from wenet.train.config import (TrainConf, TrainingError, input_dim_of, override_config,
+                                save_yaml, train_yaml_configs)
+from wenet.train.device import (AMP_DTYPES, amp_dtype_for, compile_model, seed_everything,
+                                training_device, tune_host_memory)
+from wenet.train.distributed import DistInfo, init_distributed, shutdown_distributed, under_torchrun
 from wenet.train.executor import Executor
 from wenet.train.guards import DiagnosticsDone, add_guard_arguments, guards_from_args
 from wenet.train.model_average import ModelAverager
 from wenet.train.optim import build_optimizer
 from wenet.train.retention import format_usage, model_dir_usage, remove_stale_temp_files
 from wenet.train.scheduler import build_scheduler
-from wenet.train.setup import (AMP_DTYPES, DistInfo, TrainConf, TrainingError, amp_dtype_for,
-                               init_distributed, input_dim_of, override_config, save_yaml, seed_everything,
-                               shutdown_distributed, train_yaml_configs, training_device,
-                               compile_model, tune_host_memory, under_torchrun)
 from wenet.utils.file_utils import load_yaml, read_symbol_table
 
 LoaderFactories = Tuple[Callable[[int], torch.utils.data.DataLoader],

@@ -37,12 +37,13 @@ from torch.nn.parallel import DistributedDataParallel
 from wenet.train import resume
 from wenet.train.checkpoint import (dump_bad_batch, epoch_base, prune_step_checkpoints,
                                     step_base, strip_ddp_prefix)
+from wenet.train.config import TrainConf, TrainingError
+from wenet.train.distributed import DistInfo
 from wenet.train.guards import GradScaleGuard
 from wenet.train.model_average import ModelAverager
 from wenet.train.progress import EpochProgress, StepTimes, log_epoch_losses
 from wenet.train.resume import TrainState
 from wenet.train.retention import prune_checkpoints
-from wenet.train.setup import DistInfo, TrainConf, TrainingError
 
 
 def _call_if_any(obj: Any, method: str, *args: Any) -> None:

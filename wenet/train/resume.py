@@ -22,8 +22,8 @@ import torch.distributed as dist
 from wenet.train.checkpoint import (MODEL_SUFFIX, RESUME_SUFFIX, find_latest_checkpoint,
                                     load_infos, load_resume_state, save_checkpoint,
                                     strip_ddp_prefix)
+from wenet.train.distributed import DistInfo
 from wenet.train.model_average import ModelAverager
-from wenet.train.setup import DistInfo
 
 RESUME_FORMAT = 1
 

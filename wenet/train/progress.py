@@ -17,7 +17,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from wenet.train.config import TrainConf
 from wenet.train.distributed import DistInfo
-from wenet.train.resume import TrainState
+from wenet.train.train_state import TrainState
 
 LOSS_KEYS = ("loss", "loss_ctc", "loss_att")
 _PHASES = ("data", "forward", "backward", "optim")

@@ -60,6 +60,42 @@ def test_keep_last_k_keeps_exactly_the_newest_resume_states(tmp_path, keep, kept
     assert not os.path.exists(tmp_path / f"{3 - keep}.resume.pt")
 
 
+def _epoch_files(*epochs_with_resume_state: int, upto: int) -> list:
+    """{N}.pt and {N}.yaml of epochs 0..upto, plus {N}.avg.pt and {N}.resume.pt of the given ones."""
+    names = [f"{n}{suffix}" for n in range(upto + 1) for suffix in (".pt", ".yaml")]
+    return names + [f"{n}{suffix}" for n in epochs_with_resume_state
+                    for suffix in (".avg.pt", ".resume.pt")]
+
+
+def _step_files(*steps: int) -> list:
+    return [f"step_{s}{suffix}" for s in steps for suffix in (".pt", ".resume.pt")]
+
+
+def test_retention_over_epochs_and_steps_keeps_the_files_computed_by_hand(tmp_path):
+    """5 updates an epoch, a step checkpoint every 2 updates, keep_last_k 2,
+    keep_step_checkpoints 3; run one epoch at a time, each run resuming the last.
+
+    By hand: step checkpoints at updates 2, 4, ..., 20 (no .yaml, no .avg.pt), each
+    save keeping the newest three; epochs end at updates 5, 10, 15, 20. Ending epoch
+    N >= 2 removes epoch N-2's resume state and average, and the step checkpoints up
+    to the end of epoch N-1 (the oldest kept): step_10 after epoch 2, step_14 after epoch 3.
+    """
+    want = [
+        _epoch_files(0, upto=0) + _step_files(2, 4),
+        _epoch_files(0, 1, upto=1) + _step_files(6, 8, 10),
+        _epoch_files(1, 2, upto=2) + _step_files(12, 14),
+        _epoch_files(2, 3, upto=3) + _step_files(16, 18, 20),
+    ]
+    batches = T.constant_batches([1.0, 2.0, 3.0, 4.0, 5.0])
+    for epoch, files in enumerate(want):
+        ex = _executor(tmp_path, max_epoch=epoch + 1, save_interval=2, keep_last_k=2,
+                       keep_step_checkpoints=3)
+        assert ex.checkpoints.resume(ex) == (str(tmp_path / str(epoch - 1)) if epoch else None)
+        ex.fit(lambda e: batches, lambda: batches[:1])
+        assert ex.state.step == 5 * (epoch + 1)
+        assert sorted(os.listdir(tmp_path)) == sorted(files), f"after epoch {epoch}"
+
+
 def test_the_previous_checkpoint_stays_until_the_new_one_is_complete(tmp_path, monkeypatch):
     ex = _executor(tmp_path, max_epoch=2, save_interval=0)
     real = ckpt.atomic_torch_save

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Tuple
 
 import torch
 import torch.distributed as dist
@@ -244,7 +244,7 @@ class CheckpointManager:
         _log_removed(f"keep_step_checkpoints {self.keep_step_checkpoints}", removed)
         return removed
 
-    def _remove_steps(self, chosen) -> List[str]:
+    def _remove_steps(self, chosen: Callable[[int], bool]) -> List[str]:
         """Delete the files of the step checkpoints whose step ``chosen(step)`` accepts,
         each one's resume state before its other files."""
         removed = []

@@ -30,11 +30,12 @@ gradients of the first batch agree, and then take turns (old, new, old, new, ...
 same static batches of 16 utterances of speechocean762's train set (fbank of a random
 sort window of 500 utterances sorted by length; synthetic fbank without the corpus).
 A step is forward, backward, gradient clipping and each side's own optimizer. The new
-side sets itself up as wenet/bin/train.py does (``wenet.train.setup.tune_host_memory``
-when it exists; ``--compile``: ``wenet.train.setup.compile_model``). Printed: audio
-seconds per second of each side per round, their ratio, the median over the rounds, and
-the same per CPU second of the worker (steadier on a shared machine); ``--profile [N]``
-adds the top N operators of each side (torch.profiler, self CPU time).
+side sets itself up as wenet/bin/train.py does (``tune_host_memory`` when it exists;
+``--compile``: ``compile_model``; both in wenet.train.device, wenet.train.setup before
+issue 33). Printed: audio seconds per second of each side per round, their ratio, the
+median over the rounds, and the same per CPU second of the worker (steadier on a shared
+machine); ``--profile [N]`` adds the top N operators of each side (torch.profiler, self
+CPU time).
 """
 from __future__ import annotations
 
@@ -88,12 +89,14 @@ def bench_config(path: str, steps: int, batch_size: int, frames: int, vocab: int
     """Alternate bare and Executor steps on the same batches (so load from other processes
     hits both alike) and compare median step times."""
     from wenet.models import init_model
+    from wenet.train.config import TrainConf, input_dim_of, override_config
+    from wenet.train.device import seed_everything
+    from wenet.train.distributed import DistInfo
     from wenet.train.executor import Executor
     from wenet.train.model_average import ModelAverager
     from wenet.train.optim import build_optimizer
     from wenet.train.progress import StepTimes
     from wenet.train.scheduler import build_scheduler
-    from wenet.train.setup import DistInfo, TrainConf, input_dim_of, override_config, seed_everything
     from wenet.utils.file_utils import load_yaml
 
     configs = override_config(load_yaml(path), overrides)
@@ -168,6 +171,18 @@ def _side_api():
     return init_model, build_optimizer
 
 
+def _train_device_helper(name: str):
+    """wenet/bin/train.py's helper ``name`` of whichever layout is on sys.path (wenet.train.device;
+    wenet.train.setup before issue 33 split it), or None where the revision has none."""
+    import importlib
+    for module in ("wenet.train.device", "wenet.train.setup"):
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
 AMP = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -216,10 +231,7 @@ def worker(args) -> None:
     torch.set_num_threads(args.threads)
     logging.basicConfig(level=logging.WARNING)
     init_model, build_optimizer = _side_api()
-    try:  # what wenet/bin/train.py does first (absent in older revisions)
-        from wenet.train.setup import tune_host_memory
-    except ImportError:
-        tune_host_memory = None
+    tune_host_memory = _train_device_helper("tune_host_memory")  # train.py's first step
     if tune_host_memory is not None and not args.no_tune_memory:
         tune_host_memory()
     with open(args.worker_conf) as f:
@@ -237,8 +249,7 @@ def worker(args) -> None:
             if cmd.get("save"):
                 torch.save(model.state_dict(), cmd["save"])
             if args.compile:
-                from wenet.train.setup import compile_model
-                model = compile_model(model)
+                model = _train_device_helper("compile_model")(model)
             model.train()
             opt = build_optimizer(model.parameters(), configs.get("optim", "adam"),
                                   configs.get("optim_conf", {"lr": 0.001}))
@@ -349,7 +360,7 @@ def compare(args) -> None:
     """Time REV (a temporary git worktree) and the working tree alternately on the same batches."""
     import json
     import subprocess
-    from wenet.train.setup import input_dim_of, override_config
+    from wenet.train.config import input_dim_of, override_config
     from wenet.utils.file_utils import load_yaml
     configs = override_config(load_yaml(args.compare_config), args.override_config)
     configs.update(input_dim=input_dim_of(configs), output_dim=args.vocab, cmvn_file=None)

@@ -14,7 +14,7 @@ import yaml
 from wenet.inference.loader import load_model_dir
 from wenet.models import init_model, load_trained_model
 from wenet.models.paths import resolve_bpe, resolve_cmvn, resolve_units
-from wenet.train.setup import train_yaml_configs
+from wenet.train.config import train_yaml_configs
 
 UNITS = ["<blank>", "<unk>", "\u2581", "a", "b", "c", "\u2581d", "<sos/eos>"]
 DIM = 20

@@ -37,7 +37,8 @@ def test_epoch_checkpoints_lists_epoch_files_in_numeric_order(tmp_path):
     assert ckpt.epoch_checkpoints(str(tmp_path)) == [(3, str(tmp_path / "3.pt")),
                                                       (10, str(tmp_path / "10.pt"))]
     assert ckpt.epoch_checkpoints(str(tmp_path), ckpt.INFOS_SUFFIX) == [(7, str(tmp_path / "7.yaml"))]
-    assert ckpt.step_checkpoints(str(tmp_path)) == [str(tmp_path / "step_40")]
+    assert ckpt.checkpoint_files(str(tmp_path), "step", ckpt.MODEL_SUFFIX) == \
+        [(40, str(tmp_path / "step_40.pt"))]
     with pytest.raises(FileNotFoundError, match="nowhere does not exist"):
         ckpt.epoch_checkpoints(str(tmp_path / "nowhere"))
 

@@ -10,9 +10,10 @@ import time
 import pytest
 import torch
 from wenet.bin.train import cli, get_parser
+from wenet.train.config import TrainConf, TrainingError
+from wenet.train.distributed import DistInfo
 from wenet.train.executor import Executor
 from wenet.train.scheduler import WarmupLR
-from wenet.train.setup import DistInfo, TrainConf, TrainingError
 
 from tests.train import testlib as T
 

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from wenet.models import init_model
-from wenet.train import resume
+from wenet.train.config import TrainConf
+from wenet.train.distributed import DistInfo
 from wenet.train.executor import Executor
 from wenet.train.optim import build_optimizer
 from wenet.train.scheduler import build_scheduler
-from wenet.train.setup import DistInfo, TrainConf
 from wenet.utils.file_utils import load_yaml
 
 from tests.common import CONF_DIR
@@ -111,11 +111,11 @@ def test_fit_sets_the_epoch_and_resume_continues_bitwise(tmp_path):
     ref = _executor(tmp_path / "b", seed=1)
     ref.train_epoch(_batches(4, seed=1))
     base = str(tmp_path / "step_4")
-    resume.save(ref, base)
+    ref.checkpoints.save(ref, base)
     ref.scheduler.set_epoch(1)
     ref.train_epoch(_batches(4, seed=2))
     other = _executor(tmp_path / "b", seed=5)
-    resume.restore(other, base)
+    other.checkpoints.restore(other, base)
     other.scheduler.set_epoch(1)
     other.train_epoch(_batches(4, seed=2))
     T.assert_same_state(other.model.state_dict(), ref.model.state_dict())

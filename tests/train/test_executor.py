@@ -10,12 +10,14 @@ import pytest
 import torch
 import yaml
 
-from wenet.train import checkpoint as ckpt
-from wenet.train.executor import Executor
 from wenet.models import init_model
+from wenet.train import checkpoint as ckpt
+from wenet.train.checkpoint_manager import CheckpointManager
+from wenet.train.config import TrainConf, override_config
+from wenet.train.distributed import DistInfo
+from wenet.train.executor import Executor
 from wenet.train.model_average import ModelAverager
 from wenet.train.scheduler import WarmupCosineLR, WarmupLR, build_scheduler
-from wenet.train.setup import DistInfo, TrainConf, override_config
 
 from tests.train import testlib as T
 
@@ -125,7 +127,7 @@ def test_atomic_save_failure_keeps_previous_checkpoint(tmp_path, monkeypatch):
     base = str(tmp_path / "step_2")
     old = {"w": torch.arange(4.0)}
     ckpt.save_checkpoint(base, old, {"epoch": 0, "step": 2}, resume_state={"step": 2, "epoch": 0})
-    assert ckpt.find_latest_checkpoint(str(tmp_path)) == base
+    assert CheckpointManager(str(tmp_path), DistInfo()).latest() == base
 
     # the model file fails: nothing of the checkpoint may count, its resume state included
     monkeypatch.setattr(torch, "save", _dying_save_of(".pt"))
@@ -137,15 +139,15 @@ def test_atomic_save_failure_keeps_previous_checkpoint(tmp_path, monkeypatch):
     monkeypatch.undo()
     T.assert_same_state(T.load_state(base + ".pt"), old)
     assert sorted(os.listdir(tmp_path)) == ["step_2.pt", "step_2.resume.pt", "step_2.yaml"]
-    assert ckpt.find_latest_checkpoint(str(tmp_path)) == base
+    assert CheckpointManager(str(tmp_path), DistInfo()).latest() == base
 
     # a model file written but the process killed before the resume state: still ignored
     ckpt.atomic_torch_save({"w": torch.ones(4)}, str(tmp_path / "step_6.pt"))
-    assert ckpt.find_latest_checkpoint(str(tmp_path)) == base
+    assert CheckpointManager(str(tmp_path), DistInfo()).latest() == base
     # pruning keeps the newest and removes every file of the older ones
     ckpt.save_checkpoint(str(tmp_path / "step_8"), old, {"step": 8}, resume_state={"step": 8, "epoch": 0},
                          write_yaml=False)
-    ckpt.prune_step_checkpoints(str(tmp_path), keep=1)
+    CheckpointManager(str(tmp_path), DistInfo(), keep_step_checkpoints=1).prune_step_checkpoints()
     assert sorted(os.listdir(tmp_path)) == ["step_8.pt", "step_8.resume.pt"]
 
 
@@ -274,7 +276,7 @@ def test_init_weights_copy_matching_tensors_only(tmp_path):
                                                   (False, True, torch.bfloat16),
                                                   (False, False, None)])
 def test_use_amp_auto_is_bf16_only_where_the_cpu_has_it(monkeypatch, avx512_bf16, amx, want):
-    from wenet.train.setup import amp_dtype_for
+    from wenet.train.device import amp_dtype_for
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
     cpu = torch.device("cpu")

@@ -12,8 +12,9 @@ from wenet.models import init_model
 from wenet.train.executor import Executor
 from wenet.train.guards import (Diagnostics, DiagnosticsDone, NonFiniteError, attach_inf_check,
                                 batch_advice, scan_largest_batches)
+from wenet.train.config import TrainConf, TrainingError
+from wenet.train.distributed import DistInfo
 from wenet.train.scheduler import WarmupLR
-from wenet.train.setup import DistInfo, TrainConf, TrainingError
 
 CONFIGS = dict(T.TINY_CONFIG, input_dim=40, output_dim=len(T.LETTERS) + 3, cmvn_file=None)
 

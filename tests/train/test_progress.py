@@ -3,9 +3,10 @@ import logging
 
 import torch
 
+from wenet.train.config import TrainConf
+from wenet.train.distributed import DistInfo
 from wenet.train.progress import EpochProgress, StepTimes
-from wenet.train.resume import TrainState
-from wenet.train.setup import DistInfo, TrainConf
+from wenet.train.train_state import TrainState
 
 
 class _Writer:

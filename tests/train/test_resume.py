@@ -1,4 +1,4 @@
-"""Resume in-process (wenet/train/resume.py) and what the loop reports (wenet/train/progress.py)."""
+"""Resume in-process (wenet/train/checkpoint_manager.py) and what the loop reports (wenet/train/progress.py)."""
 from __future__ import annotations
 
 import logging
@@ -9,12 +9,12 @@ import yaml
 
 from wenet.bin.train import get_parser
 from wenet.models import init_model
-from wenet.train import resume
+from wenet.train.config import TrainConf
+from wenet.train.distributed import DistInfo
 from wenet.train.executor import Executor
 from wenet.train.progress import eta, fmt_eta
-from wenet.train.resume import TrainState
 from wenet.train.scheduler import WarmupLR
-from wenet.train.setup import DistInfo, TrainConf
+from wenet.train.train_state import TrainState
 
 from tests.train import testlib as T
 
@@ -41,11 +41,11 @@ def test_restored_executor_continues_bitwise(tmp_path):
     ref = _executor(tmp_path, seed=0)
     ref.train_epoch(_batches(4, seed=1))
     base = str(tmp_path / "step_2")
-    resume.save(ref, base)
+    ref.checkpoints.save(ref, base)
     ref.train_epoch(_batches(4, seed=2))
 
     other = _executor(tmp_path, seed=5)
-    resume.restore(other, base)
+    other.checkpoints.restore(other, base)
     assert (other.state.step, other.state.batches_done) == (2, 4)
     other.train_epoch(_batches(4, seed=2))
     other.state.train_seconds = ref.state.train_seconds  # wall time: the only counter that differs
@@ -62,8 +62,8 @@ def test_checkpoint_without_resume_state_loads_weights_and_epoch(tmp_path):
                tmp_path / "old" / "7.pt")
     (tmp_path / "old" / "7.yaml").write_text(yaml.safe_dump({"epoch": 7, "step": 70, "cv_loss": 1.0}))
     ex = _executor(tmp_path, seed=4)
-    assert resume.restore_latest(ex) is None  # no resume state: not a checkpoint to continue
-    resume.restore(ex, str(tmp_path / "old" / "7"))
+    assert ex.checkpoints.resume(ex) is None  # no resume state: not a checkpoint to continue
+    ex.checkpoints.resume(ex, str(tmp_path / "old" / "7.pt"))
     T.assert_same_state(ex.model.state_dict(), source.model.state_dict())
     assert (ex.state.epoch, ex.state.epoch_done, ex.state.step) == (7, True, 70)
 

@@ -1,4 +1,4 @@
-"""What training leaves on disk (wenet/train/retention.py, wenet/bin/average_model.py):
+"""What training leaves on disk (wenet/train/checkpoint_manager.py, wenet/bin/average_model.py):
 keep_last_k retention, stale temporary files, nothing left by a failed average, sizes."""
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ import yaml
 
 from wenet.bin import average_model
 from wenet.train import checkpoint as ckpt
-from wenet.train import resume, retention
+from wenet.train.checkpoint_manager import CheckpointManager, format_usage
+from wenet.train.config import TrainConf
+from wenet.train.distributed import DistInfo
 from wenet.train.executor import Executor
 from wenet.train.model_average import ModelAverager
 from wenet.train.scheduler import WarmupLR
-from wenet.train.setup import DistInfo, TrainConf
 
 from tests.train import testlib as T
 
@@ -52,11 +53,47 @@ def test_keep_last_k_keeps_exactly_the_newest_resume_states(tmp_path, keep, kept
     _fit(_executor(tmp_path, max_epoch=3, keep_last_k=keep))
     assert sorted(os.listdir(tmp_path)) == sorted(EPOCH_MODELS + kept)
     ex = _executor(tmp_path, max_epoch=4, keep_last_k=keep)
-    assert resume.restore_latest(ex) == str(tmp_path / "2")
+    assert ex.checkpoints.resume(ex) == str(tmp_path / "2")
     assert (ex.state.epoch, ex.state.epoch_done, ex.state.step) == (2, True, 12)
     _fit(ex)
     assert ex.state.step == 16 and os.path.exists(tmp_path / "3.resume.pt")
     assert not os.path.exists(tmp_path / f"{3 - keep}.resume.pt")
+
+
+def _epoch_files(*epochs_with_resume_state: int, upto: int) -> list:
+    """{N}.pt and {N}.yaml of epochs 0..upto, plus {N}.avg.pt and {N}.resume.pt of the given ones."""
+    names = [f"{n}{suffix}" for n in range(upto + 1) for suffix in (".pt", ".yaml")]
+    return names + [f"{n}{suffix}" for n in epochs_with_resume_state
+                    for suffix in (".avg.pt", ".resume.pt")]
+
+
+def _step_files(*steps: int) -> list:
+    return [f"step_{s}{suffix}" for s in steps for suffix in (".pt", ".resume.pt")]
+
+
+def test_retention_over_epochs_and_steps_keeps_the_files_computed_by_hand(tmp_path):
+    """5 updates an epoch, a step checkpoint every 2 updates, keep_last_k 2,
+    keep_step_checkpoints 3; run one epoch at a time, each run resuming the last.
+
+    By hand: step checkpoints at updates 2, 4, ..., 20 (no .yaml, no .avg.pt), each
+    save keeping the newest three; epochs end at updates 5, 10, 15, 20. Ending epoch
+    N >= 2 removes epoch N-2's resume state and average, and the step checkpoints up
+    to the end of epoch N-1 (the oldest kept): step_10 after epoch 2, step_14 after epoch 3.
+    """
+    want = [
+        _epoch_files(0, upto=0) + _step_files(2, 4),
+        _epoch_files(0, 1, upto=1) + _step_files(6, 8, 10),
+        _epoch_files(1, 2, upto=2) + _step_files(12, 14),
+        _epoch_files(2, 3, upto=3) + _step_files(16, 18, 20),
+    ]
+    batches = T.constant_batches([1.0, 2.0, 3.0, 4.0, 5.0])
+    for epoch, files in enumerate(want):
+        ex = _executor(tmp_path, max_epoch=epoch + 1, save_interval=2, keep_last_k=2,
+                       keep_step_checkpoints=3)
+        assert ex.checkpoints.resume(ex) == (str(tmp_path / str(epoch - 1)) if epoch else None)
+        ex.fit(lambda e: batches, lambda: batches[:1])
+        assert ex.state.step == 5 * (epoch + 1)
+        assert sorted(os.listdir(tmp_path)) == sorted(files), f"after epoch {epoch}"
 
 
 def test_the_previous_checkpoint_stays_until_the_new_one_is_complete(tmp_path, monkeypatch):
@@ -71,7 +108,7 @@ def test_the_previous_checkpoint_stays_until_the_new_one_is_complete(tmp_path, m
     monkeypatch.setattr(ckpt, "atomic_torch_save", failing_second_resume_state)
     with pytest.raises(OSError):
         _fit(ex)
-    assert ckpt.find_latest_checkpoint(str(tmp_path)) == str(tmp_path / "0")
+    assert ex.checkpoints.latest() == str(tmp_path / "0")
     assert os.path.exists(tmp_path / "0.avg.pt")
 
 
@@ -91,7 +128,7 @@ def test_stale_temporary_files_are_removed_with_the_bytes_freed(tmp_path, caplog
     for name, size in files.items():
         (tmp_path / name).write_bytes(b"x" * size)
     caplog.set_level("INFO")
-    assert retention.remove_stale_temp_files(str(tmp_path)) == (2, 520)
+    assert CheckpointManager(str(tmp_path), DistInfo()).remove_stale_temp_files() == (2, 520)
     left = sorted(os.path.relpath(os.path.join(r, f), tmp_path)
                   for r, _, fs in os.walk(tmp_path) for f in fs)
     assert left == ["3.pt", f"4.pt.tmp.{os.getpid()}", "notes.tmp.txt"]
@@ -136,9 +173,9 @@ def test_model_dir_usage_counts_every_byte_by_kind(tmp_path):
     for name, size in sizes.items():
         (tmp_path / name).write_bytes(b"x" * size)
     os.symlink(tmp_path / "0.pt", tmp_path / "final.pt")  # not counted twice
-    assert retention.model_dir_usage(str(tmp_path)) == {
+    assert CheckpointManager(str(tmp_path), DistInfo()).usage() == {
         "total": sum(sizes.values()), "epoch models": 110, "resume states": 1000,
         "running averages": 200, "step checkpoints": 110, "averaged models": 30, "other": 5,
         "temporary": 7, "subdirectories": 40}
-    assert retention.format_usage({"total": 3 * 2 ** 20, "resume states": 2 ** 20}) == \
+    assert format_usage({"total": 3 * 2 ** 20, "resume states": 2 ** 20}) == \
         "3.0 MB (resume states 1.0)"

@@ -216,9 +216,10 @@ def ddp_nan_worker(rank: int, init_file: str, poisoned_batch: int, out_dir: str)
     """One gloo rank of the executor on stand-in batches; rank 1 gets a NaN loss at
     ``poisoned_batch`` and one batch fewer than rank 0. Writes its state and parameter hash."""
     import torch.distributed as dist
+    from wenet.train.config import TrainConf
+    from wenet.train.distributed import DistInfo, shutdown_distributed
     from wenet.train.executor import Executor
     from wenet.train.scheduler import WarmupLR
-    from wenet.train.setup import DistInfo, TrainConf, shutdown_distributed
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
     torch.manual_seed(0)

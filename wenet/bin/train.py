@@ -8,7 +8,8 @@ and rerunning a finished one does nothing. Use a fresh --model_dir to start over
 
 Disk: rank 0 removes the temporary files that writers killed in an earlier run
 left in the model_dir, and keeps the resume states and running averages of the
-newest ``keep_last_k`` epochs only (wenet/train/retention.py).
+newest ``keep_last_k`` epochs only (wenet/train/checkpoint_manager.py, the one
+owner of saving, resuming and retention).
 
 Errors: a fault found while setting up (a config error naming file:line, a
 missing file, ranks that did not all join within ``--ddp_timeout``) or an epoch
@@ -31,18 +32,18 @@ import torch
 
 from wenet.dataset.dataset import Dataset
 from wenet.models import init_model
-from wenet.train import resume
-from wenet.train.checkpoint import checkpoint_base, load_init_weights
+from wenet.train.checkpoint import load_init_weights
+from wenet.train.checkpoint_manager import CheckpointManager, format_usage
+from wenet.train.config import (TrainConf, TrainingError, input_dim_of, override_config,
+                                save_yaml, train_yaml_configs)
+from wenet.train.device import (AMP_DTYPES, amp_dtype_for, compile_model, seed_everything,
+                                training_device, tune_host_memory)
+from wenet.train.distributed import DistInfo, init_distributed, shutdown_distributed, under_torchrun
 from wenet.train.executor import Executor
 from wenet.train.guards import DiagnosticsDone, add_guard_arguments, guards_from_args
 from wenet.train.model_average import ModelAverager
 from wenet.train.optim import build_optimizer
-from wenet.train.retention import format_usage, model_dir_usage, remove_stale_temp_files
 from wenet.train.scheduler import build_scheduler
-from wenet.train.setup import (AMP_DTYPES, DistInfo, TrainConf, TrainingError, amp_dtype_for,
-                               init_distributed, input_dim_of, override_config, save_yaml, seed_everything,
-                               shutdown_distributed, train_yaml_configs, training_device,
-                               compile_model, tune_host_memory, under_torchrun)
 from wenet.utils.file_utils import load_yaml, read_symbol_table
 
 LoaderFactories = Tuple[Callable[[int], torch.utils.data.DataLoader],
@@ -136,10 +137,7 @@ def init_process_group(args: argparse.Namespace) -> DistInfo:
 def init_configs(args: argparse.Namespace, info: DistInfo
                  ) -> Tuple[Dict[str, Any], TrainConf, Dict[str, int]]:
     """The config with overrides and the dimensions, its training keys, and the units;
-    rank 0 writes it to MODEL_DIR/train.yaml, after removing the temporary files that
-    writers killed in an earlier run left there."""
-    if info.rank == 0:
-        remove_stale_temp_files(args.model_dir)
+    rank 0 writes it to MODEL_DIR/train.yaml."""
     configs = override_config(load_yaml(args.config), args.override_config)
     conf = TrainConf.from_configs(configs)
     symbols = read_symbol_table(args.symbol_table)
@@ -150,6 +148,16 @@ def init_configs(args: argparse.Namespace, info: DistInfo
     if info.rank == 0:
         save_yaml(configs, os.path.join(args.model_dir, "train.yaml"))
     return configs, conf, symbols
+
+
+def init_checkpoints(args: argparse.Namespace, conf: TrainConf, info: DistInfo
+                     ) -> CheckpointManager:
+    """The owner of MODEL_DIR's checkpoints; rank 0 first removes the temporary files
+    that writers killed in an earlier run left there."""
+    checkpoints = CheckpointManager.for_run(args.model_dir, conf, info)
+    if info.rank == 0:
+        checkpoints.remove_stale_temp_files()
+    return checkpoints
 
 
 def init_datasets(args: argparse.Namespace, configs: Dict[str, Any], symbols: Dict[str, int]
@@ -210,7 +218,8 @@ def init_model_for_training(args: argparse.Namespace, configs: Dict[str, Any],
 
 
 def init_executor(args: argparse.Namespace, conf: TrainConf, model: torch.nn.Module,
-                  device: torch.device, info: DistInfo, train_set: Dataset) -> Executor:
+                  device: torch.device, info: DistInfo, train_set: Dataset,
+                  checkpoints: CheckpointManager) -> Executor:
     """Optimizer, schedule, mixed precision and model average around ``model``."""
     optimizer = build_optimizer(model.parameters(), conf.optim, conf.optim_conf)
     scheduler = build_scheduler(optimizer, conf.scheduler, conf.scheduler_conf)
@@ -221,20 +230,21 @@ def init_executor(args: argparse.Namespace, conf: TrainConf, model: torch.nn.Mod
     module = model.module if info.distributed else model
     averager = ModelAverager(module.state_dict(), conf.average_period) if info.rank == 0 else None
     return Executor(model, optimizer, scheduler, conf, device, info, args.model_dir,
-                    scaler=scaler, amp_dtype=amp_dtype, averager=averager, train_set=train_set)
+                    scaler=scaler, amp_dtype=amp_dtype, averager=averager, train_set=train_set,
+                    checkpoints=checkpoints)
 
 
-def init_resume(args: argparse.Namespace, executor: Executor) -> None:
+def init_resume(args: argparse.Namespace, checkpoints: CheckpointManager,
+                executor: Executor) -> None:
     """Continue from --checkpoint, else from the newest complete checkpoint of MODEL_DIR."""
-    if args.checkpoint:
-        resume.restore(executor, checkpoint_base(args.checkpoint))
-    elif resume.restore_latest(executor) is None:
+    if checkpoints.resume(executor, args.checkpoint) is None:
         logging.info("no checkpoint in %s: %s", args.model_dir,
                      f"starting from {args.init_checkpoint}" if args.init_checkpoint
                      else "starting from scratch")
 
 
-def run_training(args: argparse.Namespace, executor: Executor, loaders: LoaderFactories) -> None:
+def run_training(args: argparse.Namespace, executor: Executor, loaders: LoaderFactories,
+                 checkpoints: CheckpointManager) -> None:
     """Train to max_epoch; rank 0 writes tensorboard (from the resumed step on)."""
     if executor.dist.rank == 0:
         from tensorboardX import SummaryWriter
@@ -248,7 +258,7 @@ def run_training(args: argparse.Namespace, executor: Executor, loaders: LoaderFa
     logging.info("training finished: %d epochs, %d updates", executor.conf.max_epoch,
                  executor.state.step)
     if executor.dist.rank == 0:
-        logging.info("%s holds %s", args.model_dir, format_usage(model_dir_usage(args.model_dir)))
+        logging.info("%s holds %s", args.model_dir, format_usage(checkpoints.usage()))
 
 
 @contextlib.contextmanager
@@ -280,15 +290,16 @@ def _train(args: argparse.Namespace, info: DistInfo) -> None:
     with _setup_errors():
         device = training_device(args.gpu, info.local_rank)
         configs, conf, symbols = init_configs(args, info)
+        checkpoints = init_checkpoints(args, conf, info)
         seed_everything(args.seed)
         train_set, cv_set = init_datasets(args, configs, symbols)
         loaders = init_dataloaders(args, info, train_set, cv_set)
         model = init_model_for_training(args, configs, device, info)
         seed_everything(args.seed + info.rank)  # distinct dropout streams per rank
-        executor = init_executor(args, conf, model, device, info, train_set)
+        executor = init_executor(args, conf, model, device, info, train_set, checkpoints)
         executor.guards = guards_from_args(args, configs, executor.module)
-        init_resume(args, executor)
-    run_training(args, executor, loaders)
+        init_resume(args, checkpoints, executor)
+    run_training(args, executor, loaders, checkpoints)
 
 
 def cli(argv: Optional[List[str]] = None) -> int:

@@ -1,4 +1,4 @@
-"""Checkpoint files: their names, atomic writes, the WeNet layout, and the resume state on disk.
+"""Checkpoint files: their names, atomic writes, the WeNet layout, loading them back.
 
 One checkpoint called ``NAME`` (``{epoch}`` at an epoch end, ``step_{S}`` every
 ``save_interval`` updates) is up to four files in the experiment dir::
@@ -12,6 +12,8 @@ One checkpoint called ``NAME`` (``{epoch}`` at an epoch end, ``step_{S}`` every
 ``avg_{n}.pt`` is an average of ``n`` epoch checkpoints (wenet/bin/average_model.py).
 This module is the only one that knows these names: everything else lists an
 experiment dir through :func:`parse_checkpoint_name` and :func:`epoch_checkpoints`.
+It is the file layer only: what goes into a checkpoint, when one is written, which
+ones are kept and which one a run resumes from is wenet/train/checkpoint_manager.py's.
 
 Every file is written to a temporary name, fsync'ed and renamed, and
 ``NAME.resume.pt`` is written last: a checkpoint counts as complete (resumable)
@@ -196,49 +198,6 @@ def load_infos(base: str) -> Dict[str, Any]:
 def load_resume_state(base: str) -> Dict[str, Any]:
     """The resume state of checkpoint ``base`` (``base.resume.pt``)."""
     return torch.load(f"{base}{RESUME_SUFFIX}", map_location="cpu", weights_only=True)
-
-
-def find_latest_checkpoint(model_dir: str) -> Optional[str]:
-    """Base path of the complete checkpoint with the most updates in ``model_dir``, or None.
-
-    Complete means its ``.resume.pt`` exists. On a tie an epoch checkpoint wins
-    over a step checkpoint (it also records that the epoch's CV was done).
-    """
-    best: Optional[tuple] = None
-    if not os.path.isdir(model_dir):
-        return None
-    resumable = (checkpoint_files(model_dir, "epoch", RESUME_SUFFIX)
-                 + checkpoint_files(model_dir, "step", RESUME_SUFFIX))
-    for _, path in resumable:
-        base = checkpoint_base(path)
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except Exception as e:  # a corrupt file must not stop the search for a good one
-            logging.warning("ignoring unreadable resume state %s: %s", path, e)
-            continue
-        key = (int(state["step"]), 1 if state.get("epoch_done") else 0, state.get("epoch", 0))
-        if best is None or key > best[0]:
-            best = (key, base)
-    return None if best is None else best[1]
-
-
-def step_checkpoints(model_dir: str) -> List[str]:
-    """Bases of the ``step_{S}`` checkpoints in ``model_dir``, oldest (fewest updates) first."""
-    found = set()
-    for suffix in _SUFFIXES:
-        found.update((step, checkpoint_base(path))
-                     for step, path in checkpoint_files(model_dir, "step", suffix))
-    return [base for _, base in sorted(found)]
-
-
-def prune_step_checkpoints(model_dir: str, keep: int) -> None:
-    """Delete all but the newest ``keep`` step checkpoints (their resume state first)."""
-    bases = step_checkpoints(model_dir)
-    for base in bases[: max(0, len(bases) - keep)]:
-        for suffix in (RESUME_SUFFIX, INFOS_SUFFIX, AVERAGE_SUFFIX, MODEL_SUFFIX):
-            if os.path.exists(base + suffix):
-                os.remove(base + suffix)
-        logging.info("removed old step checkpoint %s", base)
 
 
 def dump_bad_batch(model_dir: str, rank: int, batch: Mapping[str, Any],

@@ -16,10 +16,11 @@ What it does per batch, in order (every rank in lock-step):
    ``save_interval`` updates, a log line / tensorboard point every ``log_interval`` batches.
 
 Each epoch ends with CV (loss averaged over utterances of all ranks) and the
-``{epoch}`` checkpoint, after which rank 0 prunes older ones (``keep_last_k``,
-wenet/train/retention.py). An epoch that got no batch at all (every utterance
-filtered, or a rank without data) is an error, not a silent ``nan``. What the loop reports is wenet/train/progress.py; what a
-checkpoint holds to continue bit-for-bit, and how it is restored, is wenet/train/resume.py.
+``{epoch}`` checkpoint. An epoch that got no batch at all (every utterance filtered,
+or a rank without data) is an error, not a silent ``nan``. What the loop reports is
+wenet/train/progress.py; checkpoints (what they hold to continue bit-for-bit, which
+ones are kept, resuming from one) are the :class:`CheckpointManager`'s
+(wenet/train/checkpoint_manager.py), which the loop only calls.
 """
 from __future__ import annotations
 
@@ -34,15 +35,13 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from wenet.train import resume
-from wenet.train.checkpoint import (dump_bad_batch, epoch_base, prune_step_checkpoints,
-                                    step_base, strip_ddp_prefix)
+from wenet.train.checkpoint_manager import CheckpointManager
+from wenet.train.config import TrainConf, TrainingError
+from wenet.train.distributed import DistInfo
 from wenet.train.guards import GradScaleGuard
 from wenet.train.model_average import ModelAverager
 from wenet.train.progress import EpochProgress, StepTimes, log_epoch_losses
-from wenet.train.resume import TrainState
-from wenet.train.retention import prune_checkpoints
-from wenet.train.setup import DistInfo, TrainConf, TrainingError
+from wenet.train.train_state import TrainState
 
 
 def _call_if_any(obj: Any, method: str, *args: Any) -> None:
@@ -59,7 +58,8 @@ class Executor:
                  conf: TrainConf, device: torch.device, dist_info: DistInfo, model_dir: str,
                  scaler: Optional[torch.amp.GradScaler] = None,
                  amp_dtype: Optional[torch.dtype] = None, writer=None,
-                 averager: Optional[ModelAverager] = None, train_set=None) -> None:
+                 averager: Optional[ModelAverager] = None, train_set=None,
+                 checkpoints: Optional[CheckpointManager] = None) -> None:
         self.model = model
         self.train_set = train_set  # a wenet.dataset.dataset.Dataset: positioned on resume
         self.module = model.module if isinstance(model, DistributedDataParallel) else model
@@ -68,11 +68,13 @@ class Executor:
         self.conf = conf
         self.device = device
         self.dist = dist_info
-        self.model_dir = model_dir
         self.scaler = scaler
         self.amp_dtype = amp_dtype
         self.writer = writer
         self.averager = averager
+        # the owner of model_dir's checkpoints (train.py passes its own; default: conf's keys)
+        self.checkpoints = (checkpoints if checkpoints is not None
+                            else CheckpointManager.for_run(model_dir, conf, dist_info))
         self.state = TrainState()
         self.times = StepTimes()
         self._had_batch = False  # this epoch, on this rank (see _no_batch_error)
@@ -118,9 +120,7 @@ class Executor:
             log_epoch_losses(self.writer, self.state, train_loss, cv_loss, self.lr)
             self.state.epoch_done = True
             self.check_replicas()
-            resume.save(self, epoch_base(self.model_dir, epoch), cv_loss=cv_loss, train_loss=train_loss)
-            if self.dist.rank == 0:  # the new checkpoint is complete: older ones may go
-                prune_checkpoints(self.model_dir, epoch, self.conf.keep_last_k)
+            self.checkpoints.save_epoch(self, cv_loss=cv_loss, train_loss=train_loss)
 
     def epoch_train_loss(self) -> float:
         """Mean training loss per utterance over this epoch's good batches of all ranks.
@@ -317,9 +317,7 @@ class Executor:
         if self.averager is not None:
             self.averager.maybe_update(self.module.state_dict(), st.step)
         if self.conf.save_interval > 0 and st.step % self.conf.save_interval == 0:
-            resume.save(self, step_base(self.model_dir, st.step))
-            if self.dist.rank == 0:
-                prune_step_checkpoints(self.model_dir, self.conf.keep_step_checkpoints)
+            self.checkpoints.save_step(self)
 
     def _count_bad(self, batch: Dict[str, Any]) -> None:
         st = self.state
@@ -328,9 +326,7 @@ class Executor:
             return
         infos = {"epoch": st.epoch, "step": st.step, "batch": st.batches_done,
                  "consecutive_bad": st.consecutive_bad, "keys": list(batch.get("keys") or [])}
-        where = dump_bad_batch(self.model_dir, self.dist.rank, batch,
-                               strip_ddp_prefix(self.module.state_dict()) if self.dist.rank == 0
-                               else None, infos)
+        where = self.checkpoints.dump_bad_batch(batch, self.module, infos)
         raise RuntimeError(f"{st.consecutive_bad} consecutive non-finite losses/gradients at "
                            f"epoch {st.epoch} batch {st.batches_done}: stopping; the batch and the "
                            f"model are in {where}")

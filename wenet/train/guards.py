@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 
 import torch
 
-from wenet.train.setup import TrainingError
+from wenet.train.config import TrainingError
 from wenet.utils.file_utils import atomic_write_text
 
 

@@ -15,8 +15,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple
 
-from wenet.train.resume import TrainState
-from wenet.train.setup import DistInfo, TrainConf
+from wenet.train.config import TrainConf
+from wenet.train.distributed import DistInfo
+from wenet.train.train_state import TrainState
 
 LOSS_KEYS = ("loss", "loss_ctc", "loss_att")
 _PHASES = ("data", "forward", "backward", "optim")

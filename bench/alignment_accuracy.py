@@ -46,16 +46,13 @@ from local.synth.augment import TARGET_RATE  # noqa: E402
 from local.synth.sentences import SentenceGenerator, vocabulary  # noqa: E402
 from local.synth.voices import split_voices  # noqa: E402
 from local.synth.word_chain import ChainConf, word_chain  # noqa: E402
-from wenet.dataset.fbank import FeatureConf  # noqa: E402
-from wenet.dataset.tokenizer import Tokenizer  # noqa: E402
 from wenet.alignment.align import (WordSpan, ctc_forced_align, frames_needed,  # noqa: E402
-                                token_spans, word_spans)
+                                   token_spans, word_spans)
 from wenet.alignment.pauses import RefineConf, pause_runs, refine_word_spans  # noqa: E402
 from wenet.alignment.aligner import Aligner, Failure, Utterance  # noqa: E402
 from wenet.decode.options import (ENCODER, add_refine_options, add_search_options,  # noqa: E402
                                    refine_conf, search_options)
-from wenet.models import load_model  # noqa: E402
-from wenet.utils.file_utils import load_yaml, read_symbol_table  # noqa: E402
+from wenet.inference.loader import load_model_dir  # noqa: E402
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -170,14 +167,12 @@ def report(name: str, rows, tol: float) -> float:
 
 def load_aligner(args) -> Aligner:
     ckpt = args.checkpoint or sorted(glob.glob(os.path.join(args.exp_dir, "avg_*.pt")))[-1]
-    configs = load_yaml(os.path.join(args.exp_dir, "train.yaml"))  # CMVN: in the checkpoint
+    loaded = load_model_dir(args.exp_dir, "cpu", ckpt, units=args.dict, bpe_model=args.bpe_model)
     options = search_options(args)
     print(f"model {ckpt}; decoding_chunk_size {options.chunk_size}, "
           f"num_decoding_left_chunks {options.num_left_chunks}")
-    return Aligner(load_model(configs, ckpt),
-                   Tokenizer(read_symbol_table(args.dict), args.bpe_model),
-                   FeatureConf.from_config(configs), "cpu", None, options.chunk_size,
-                   options.num_left_chunks)
+    return Aligner(loaded.model, loaded.tokenizer, loaded.feature_conf, "cpu", None,
+                   options.chunk_size, options.num_left_chunks)
 
 
 SWEEP = [(penalty, speech) for penalty in (0.0, 10.0, 20.0, 40.0)

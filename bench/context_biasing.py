@@ -46,8 +46,8 @@ from wenet.inference.batch_decoding import decoding_dataset_conf
 from wenet.decode.context_graph import ContextGraph
 from wenet.decode.options import add_search_options, search_options
 from wenet.eval.wer import Counts, align, normalize
-from wenet.models import load_model
-from wenet.utils.file_utils import load_yaml, read_kaldi_map
+from wenet.inference.loader import load_model_dir
+from wenet.utils.file_utils import read_kaldi_map
 
 MODES = ["ctc_prefix_beam_search", "attention_rescoring"]
 Encoded = List[Tuple[List[str], torch.Tensor, torch.Tensor]]   # keys, encoder out, mask
@@ -236,11 +236,11 @@ def main(argv: Optional[List[str]] = None) -> None:
     args = get_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     torch.set_num_threads(args.threads)
-    configs = load_yaml(os.path.join(args.exp_dir, "train.yaml"))
     checkpoint = _checkpoint(args)
     logging.info("model %s", checkpoint)
-    model = load_model(configs, checkpoint, torch.device("cpu"))
-    tokenizer = Tokenizer(args.dict, args.bpe_model)
+    loaded = load_model_dir(args.exp_dir, "cpu", checkpoint, units=args.dict,
+                            bpe_model=args.bpe_model)
+    model, configs, tokenizer = loaded.model, loaded.configs, loaded.tokenizer
     options = search_options(args)
     common = (model, configs, tokenizer)
     if args.dev_list:

@@ -33,7 +33,7 @@ from wenet.dataset.fbank import FeatureConf
 from wenet.decode import MODES, DecodeOptions, decode
 from wenet.inference.batch_decoding import decoding_dataset_conf
 from wenet.decode.options import add_search_options, search_options
-from wenet.models import load_model
+from wenet.models import model_from_checkpoint
 from wenet.train.checkpoint import load_init_weights
 from wenet.utils.file_utils import load_yaml, read_symbol_table
 
@@ -86,7 +86,7 @@ def main() -> None:
     if not args.checkpoint:
         logging.warning("no --checkpoint: timing a randomly initialised model from %s",
                         args.config)
-    model = load_model(configs, args.checkpoint, torch.device("cpu"))
+    model = model_from_checkpoint(configs, args.checkpoint, torch.device("cpu"))
     if args.init_checkpoint:
         copied, skipped = load_init_weights(model, args.init_checkpoint, "")
         logging.info("copied %d tensors from %s; not copied: %s", len(copied),

@@ -18,8 +18,8 @@ def load_model(model_dir: str, device: str = "cpu", checkpoint: Optional[str] = 
                **recognizer_options: Any) -> Any:
     """A ``Recognizer`` for ``model_dir`` (an exported dir with ``final.zip``, or an
     experiment dir with ``train.yaml`` + a checkpoint; see ``wenet.inference.loader``).
-    ``recognizer_options``: ``options`` (``DecodeOptions``), ``batch_size``,
-    ``decoding_chunk_size``, ``num_decoding_left_chunks``, ``context_score``."""
+    ``recognizer_options``: ``options`` (``DecodeOptions``: the searches and the encoder's
+    chunking), ``batch_size``, ``context_score`` (hotwords given per call)."""
     from wenet.inference.loader import load_model_dir
     from wenet.inference.recognizer import Recognizer
     return Recognizer(load_model_dir(model_dir, device, checkpoint), **recognizer_options)

@@ -1,4 +1,5 @@
 """recognize.py --ensemble: the models beside each checkpoint's train.yaml decoded as one."""
+from dataclasses import replace
 import shutil
 
 import pytest
@@ -8,7 +9,7 @@ import yaml
 from tests.tiny_experiment import tiny_config, write_data_list, write_experiment, write_tones
 from wenet.bin import recognize
 from wenet.bin.recognize import main as recognize_main
-from wenet.models import load_trained_model
+from wenet.inference.loader import load_model_dir
 from wenet.models.ensemble import EnsembleModel
 
 MODES = ["ctc_greedy_search", "ctc_prefix_beam_search", "attention", "attention_rescoring"]
@@ -52,11 +53,14 @@ def test_the_ensemble_decodes_as_the_wrapper_of_its_models(setup, tmp_path, monk
     hypotheses of EnsembleModel over the two models decoded through recognize itself."""
     got = _run(setup, tmp_path / "cli", "--ensemble", str(setup / "c.pt"),
                "--ensemble_weights", "1", "3")
-    a = load_trained_model(str(setup / "a" / "train.yaml"), str(setup / "a" / "model.pt"))
-    c = load_trained_model(str(setup / "train.yaml"), str(setup / "c.pt"))
-    wrapped = EnsembleModel([a, c], [1.0, 3.0]).eval()
+    a = load_model_dir("", "cpu", str(setup / "a" / "model.pt"),
+                       config=str(setup / "a" / "train.yaml"), need_tokenizer=False)
+    c = load_model_dir("", "cpu", str(setup / "c.pt"), config=str(setup / "train.yaml"),
+                       need_tokenizer=False)
+    wrapped = EnsembleModel([a.model, c.model], [1.0, 3.0]).eval()
     single = _run(setup, tmp_path / "single")
-    monkeypatch.setattr(recognize, "load_decoding_model", lambda *args: wrapped)
+    monkeypatch.setattr(recognize, "load_decoding_model",
+                        lambda *args, **kwargs: replace(a, model=wrapped))
     assert got == _run(setup, tmp_path / "api")
     assert got != single  # c changes the result
 

@@ -12,7 +12,7 @@ import torch
 import yaml
 
 from wenet.inference.loader import load_model_dir
-from wenet.models import init_model, load_trained_model
+from wenet.models import init_model
 from wenet.models.paths import resolve_bpe, resolve_cmvn, resolve_units
 from wenet.train.config import train_yaml_configs
 
@@ -94,14 +94,16 @@ def test_train_yaml_loader_takes_the_checkpoints_cmvn(tmp_path, decoy_cwd):
     """recognize.py / export's path: the relative cmvn_file names the decoy's 80-dim file
     in the working directory; the checkpoint's own statistics are used instead."""
     exp, model = _experiment(tmp_path / "recipe")
-    loaded = load_trained_model(str(exp / "train.yaml"), str(exp / "avg_3.pt"))
+    loaded = load_model_dir("", "cpu", str(exp / "avg_3.pt"), config=str(exp / "train.yaml"),
+                            need_tokenizer=False).model
     _assert_same_weights(loaded, model)
     assert torch.equal(loaded.encoder.global_cmvn.mean, model.encoder.global_cmvn.mean)
 
 
-def test_train_yaml_loader_without_checkpoint_reads_the_recipes_cmvn(tmp_path, decoy_cwd):
+def test_the_rule_finds_the_recipes_cmvn_for_a_model_built_afresh(tmp_path, decoy_cwd):
     exp, model = _experiment(tmp_path / "recipe")
-    fresh = load_trained_model(str(exp / "train.yaml"), None)
+    configs = yaml.safe_load((exp / "train.yaml").read_text())
+    fresh = init_model(dict(configs, cmvn_file=resolve_cmvn(str(exp), configs)))
     assert torch.equal(fresh.encoder.global_cmvn.mean, model.encoder.global_cmvn.mean)
     assert torch.equal(fresh.encoder.global_cmvn.istd, model.encoder.global_cmvn.istd)
 
@@ -111,7 +113,7 @@ def test_a_checkpoint_without_cmvn_for_a_config_with_one_is_refused(tmp_path, de
     state = {k: v for k, v in model.state_dict().items() if "global_cmvn" not in k}
     torch.save(state, exp / "bare.pt")
     with pytest.raises(ValueError, match="bare.pt: no CMVN buffers"):
-        load_trained_model(str(exp / "train.yaml"), str(exp / "bare.pt"))
+        load_model_dir(str(exp), "cpu", str(exp / "bare.pt"))
 
 
 def test_recorded_root_wins_over_the_dirs_ancestors_and_copies_travel(tmp_path, decoy_cwd):

@@ -12,7 +12,8 @@ from wenet.dataset.fbank import FeatureConf, compute_fbank
 from wenet.decode.options import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
 from wenet.decode.ctc import ctc_prefix_beam_search
-from wenet.decode.stream_state import CtcPrefixBeamState, IncrementalFbank
+from wenet.decode.stream_state import CtcPrefixBeamState
+from wenet.inference.features import IncrementalFbank
 from wenet.inference.streaming import StreamingRecognizer
 from wenet.serve.loading import NotServableError, load_streaming_model
 

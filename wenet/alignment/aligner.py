@@ -1,7 +1,8 @@
 """Forced alignment of a data list with a trained model (what ``wenet/bin/alignment.py`` runs).
 
 Utterances come from a data.list (raw JSON lines or tar shards) through the data
-pipeline's own readers; features are ``dataset.fbank``'s, without dither. Each
+pipeline's own readers; features are ``dataset.fbank``'s with the caller's inference
+``FeatureConf`` (``LoadedModel.feature_conf``: no dither). Each
 batch is encoded once, then every utterance's CTC log-probabilities are aligned to
 its transcript (``align.ctc_forced_align``). An utterance that cannot be aligned
 (unreadable audio, empty transcript, a unit not in the dictionary, too few frames)
@@ -141,7 +142,7 @@ class Aligner:
         if not bool(torch.isfinite(wav).all()):
             return Failure(key, "non-finite audio", "NaN or infinite samples")
         try:
-            feats = compute_fbank(wav, rate, **self.conf.fbank_kwargs(dither=0.0))
+            feats = compute_fbank(wav, rate, **self.conf.fbank_kwargs())
         except ValueError as e:
             return Failure(key, "too few frames", str(e))
         if feats.size(0) <= self.model.right_context():

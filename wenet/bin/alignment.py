@@ -34,16 +34,14 @@ from typing import List, Optional
 import torch
 from tqdm import tqdm
 
-from wenet.dataset.fbank import FeatureConf
-from wenet.dataset.tokenizer import Tokenizer
 from wenet.alignment.align import token_intervals
 from wenet.alignment.aligner import (Aligner, Alignment, Failure, align_data_list,
                                       failure_line, summary)
 from wenet.decode.options import (ENCODER, add_refine_options, add_search_options,
                                    refine_conf, search_options)
 from wenet.alignment.formats import ctm_lines, textgrid_text
-from wenet.models import load_model
-from wenet.utils.file_utils import atomic_open, atomic_write_text, load_yaml, read_symbol_table
+from wenet.inference.loader import load_model_dir
+from wenet.utils.file_utils import atomic_open, atomic_write_text
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -99,14 +97,13 @@ def _write_alignment(ali: Alignment, outs: dict, textgrid_dir: Optional[str]) ->
 
 def run(args: argparse.Namespace) -> int:
     """Align ``args.input_file``; write the outputs; 0 when at least one utterance aligned."""
-    configs = load_yaml(args.config)
     device = torch.device(f"cuda:{args.gpu}" if args.gpu >= 0 else "cpu")
-    model = load_model(configs, args.checkpoint, device)
-    tokenizer = Tokenizer(read_symbol_table(args.dict), args.bpe_model)
+    loaded = load_model_dir("", device, args.checkpoint, config=args.config, units=args.dict,
+                            bpe_model=args.bpe_model)
     refine = refine_conf(args) if args.refine_boundaries else None
     options = search_options(args)
-    aligner = Aligner(model, tokenizer, FeatureConf.from_config(configs, args.config), device,
-                      refine, options.chunk_size, options.num_left_chunks)
+    aligner = Aligner(loaded.model, loaded.tokenizer, loaded.feature_conf, device, refine,
+                      options.chunk_size, options.num_left_chunks)
     paths = {"words": args.result_file, "tokens": args.token_file or args.result_file + ".tokens",
              "failed": args.failed_file or args.result_file + ".failed"}
     if args.ctm:

@@ -7,7 +7,7 @@ import logging
 from typing import List, Optional
 
 from wenet.export.jit import export_jit
-from wenet.models import load_trained_model
+from wenet.inference.loader import load_model_dir
 
 
 def get_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -23,7 +23,8 @@ def get_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[List[str]] = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     args = get_args(argv)
-    model = load_trained_model(args.config, args.checkpoint)
+    model = load_model_dir("", "cpu", args.checkpoint, config=args.config,
+                           need_tokenizer=False).model
     export_jit(model, args.output_file, args.output_quant_file)
 
 

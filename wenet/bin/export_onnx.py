@@ -9,8 +9,7 @@ from typing import List, Optional
 
 
 from wenet.export.onnx import export_onnx_models
-from wenet.models import load_trained_model
-from wenet.utils.file_utils import load_yaml
+from wenet.inference.loader import load_model_dir
 
 
 def get_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -28,8 +27,8 @@ def get_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[List[str]] = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     args = get_args(argv)
-    feat_dim = int(load_yaml(args.config)["input_dim"])
-    model = load_trained_model(args.config, args.checkpoint)
+    loaded = load_model_dir("", "cpu", args.checkpoint, config=args.config, need_tokenizer=False)
+    model, feat_dim = loaded.model, int(loaded.configs["input_dim"])
     paths = export_onnx_models(model, args.output_dir, feat_dim, args.chunk_size,
                                args.num_decoding_left_chunks)
     logging.info("wrote %s", ", ".join(paths.values()))

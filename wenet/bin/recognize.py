@@ -27,7 +27,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -38,13 +38,11 @@ from wenet.dataset.dataset import Dataset
 from wenet.dataset.fbank import FeatureConf
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.decode import MODES, DecodeOptions, check_modes, decode
-from wenet.alignment.align import frame_shift_seconds
 from wenet.inference.batch_decoding import DecodeTotals, decoding_dataset_conf, load_decoding_model
-from wenet.inference.loader import LoadedModel
 from wenet.decode.options import add_search_options, search_options
 from wenet.inference.recognizer import Recognizer
 from wenet.alignment.formats import ctm_lines
-from wenet.utils.file_utils import atomic_open, load_yaml, read_symbol_table
+from wenet.utils.file_utils import atomic_open, read_symbol_table
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -155,10 +153,11 @@ def _decode_all(args: argparse.Namespace, model: torch.nn.Module, loader: DataLo
 def recognize(args: argparse.Namespace) -> Dict[str, Any]:
     """Decode ``args.test_data`` and write the result files; returns timing figures."""
     modes = _requested_modes(args)
-    configs = load_yaml(args.config)
     device = torch.device(f"cuda:{args.gpu}" if args.gpu >= 0 else "cpu")
-    model = load_decoding_model(configs, args.checkpoint, device, args.ensemble,
-                                args.ensemble_weights)
+    loaded = load_decoding_model(args.config, args.checkpoint, device, units=args.dict,
+                                 bpe_model=args.bpe_model, ensemble=args.ensemble,
+                                 weights=args.ensemble_weights)
+    model, configs = loaded.model, loaded.configs
     conf = decoding_dataset_conf(configs.get("dataset_conf", {}), args.batch_size)
     frame_shift_ms = FeatureConf.from_dataset_conf(conf).frame_shift
     tokenizer = Tokenizer(read_symbol_table(args.dict))
@@ -170,14 +169,7 @@ def recognize(args: argparse.Namespace) -> Dict[str, Any]:
                  else args.result_file) for m in modes}
     recognizer = None
     if args.nbest > 1 or args.timestamps:
-        feature_conf = FeatureConf.from_dataset_conf(conf)
-        recognizer = Recognizer(LoadedModel(
-            model, tokenizer, feature_conf, configs, False,
-            frame_shift_seconds(model.subsampling_rate(), frame_shift_ms),
-            os.path.dirname(args.config), args.checkpoint or "", device),
-            decoding_chunk_size=options.chunk_size,
-            num_decoding_left_chunks=options.num_left_chunks,
-            simulate_streaming=options.simulate_streaming)
+        recognizer = Recognizer(replace(loaded, tokenizer=tokenizer), options)
     with contextlib.ExitStack() as stack:  # every text file appears whole, or not at all
         outs: Dict[str, Any] = {}
         extras: Dict[str, Dict[str, Any]] = {}

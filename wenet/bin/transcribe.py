@@ -107,8 +107,7 @@ def _results(args: argparse.Namespace, items: List[Tuple[str, str]]) -> Iterator
     loaded = load_model_dir(args.model_dir, device, args.checkpoint, units=args.dict,
                             bpe_model=args.bpe_model)
     options = search_options(args, loaded.tokenizer)
-    recognizer = Recognizer(loaded, options, args.batch_size, options.chunk_size,
-                            options.num_left_chunks, context_score=args.context_score)
+    recognizer = Recognizer(loaded, options, args.batch_size, context_score=args.context_score)
     with torch.no_grad():
         yield from recognizer.iter_results(items, args.mode, args.nbest,
                                            args.timestamps or bool(args.ctm or args.srt))

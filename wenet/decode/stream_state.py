@@ -1,13 +1,9 @@
-"""The incremental pieces of streaming recognition: fbank frames as audio arrives, the
-CTC prefix beam carried from chunk to chunk, and the rule-based endpoint detector.
+"""The incremental searches of streaming recognition: the CTC prefix beam carried from
+chunk to chunk, and the rule-based endpoint detector (the incremental fbank is
+``wenet.inference.features.IncrementalFbank``).
 
 Each piece computes exactly what its whole-utterance counterpart computes:
 
-* :class:`IncrementalFbank` returns, over any split of the samples, the frames
-  ``compute_fbank`` gives on the whole waveform (Kaldi framing with snip_edges:
-  frame ``i`` reads samples ``[i * shift, i * shift + window)`` and nothing else,
-  so the frames that are complete are computed from the retained samples, which
-  start at the first sample of the next frame);
 * :class:`CtcPrefixBeamState` runs the frame loop of
   ``wenet.decode.ctc.ctc_prefix_beam_search`` on one utterance, keeping the beam
   between calls, so feeding the frames chunk by chunk gives the same n-best;
@@ -21,42 +17,9 @@ from typing import List, Optional
 
 import torch
 
-from wenet.dataset.fbank import FeatureConf, compute_fbank
 from wenet.decode.context_graph import ContextGraph
 from wenet.decode.ctc import initial_beam, nbest_lists, prefix_step
 from wenet.decode.hyps import NEG_INF, Hyp, NBest
-
-
-class IncrementalFbank:
-    """Fbank of a growing waveform, frame for frame equal to ``compute_fbank`` of the whole
-    (dither is off, as in recognition)."""
-
-    def __init__(self, conf: FeatureConf, sample_rate: int = 16000) -> None:
-        self.conf = conf
-        self.sample_rate = sample_rate
-        self.window = int(sample_rate * conf.frame_length * 0.001)
-        self.shift = int(sample_rate * conf.frame_shift * 0.001)
-        self._kwargs = conf.fbank_kwargs(dither=0.0)
-        self._pending = torch.zeros(0)   # samples from the first sample of the next frame on
-        self.frames_out = 0
-
-    @property
-    def pending_samples(self) -> int:
-        """Samples kept for frames not yet complete."""
-        return int(self._pending.numel())
-
-    def accept(self, samples: torch.Tensor) -> torch.Tensor:
-        """Take float samples in [-1, 1] (1-D); return the newly complete frames (n, bins)."""
-        buf = torch.cat([self._pending, samples.reshape(-1).float()])
-        if buf.numel() < self.window:
-            self._pending = buf
-            return torch.zeros(0, self.conf.num_mel_bins)
-        n = 1 + (buf.numel() - self.window) // self.shift
-        feats = compute_fbank(buf[:(n - 1) * self.shift + self.window].unsqueeze(0),
-                              self.sample_rate, **self._kwargs)
-        self._pending = buf[n * self.shift:].clone()
-        self.frames_out += n
-        return feats
 
 
 class CtcPrefixBeamState:

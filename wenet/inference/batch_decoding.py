@@ -22,11 +22,10 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 
-from wenet.dataset.fbank import FeatureConf
 from wenet.decode.batch_context import ModeResult
-from wenet.models import load_model
+from wenet.inference.loader import LoadedModel, load_model_dir
 from wenet.models.ensemble import EnsembleModel
-from wenet.utils.file_utils import atomic_write_text, load_yaml
+from wenet.utils.file_utils import atomic_write_text
 
 
 def decoding_dataset_conf(dataset_conf: dict, batch_size: int) -> dict:
@@ -43,39 +42,39 @@ def decoding_dataset_conf(dataset_conf: dict, batch_size: int) -> dict:
     return conf
 
 
-def load_decoding_model(configs: Dict[str, Any], checkpoint: Optional[str],
-                        device: torch.device, ensemble: Optional[Sequence[str]] = None,
-                        weights: Optional[Sequence[float]] = None) -> torch.nn.Module:
-    """The ``checkpoint`` model, or with ``ensemble`` (more checkpoints, each read with
-    the ``train.yaml`` beside it) all of them as one ``EnsembleModel``; the models must
-    share the features (a difference is a ValueError naming the checkpoint)."""
+def load_decoding_model(config: str, checkpoint: Optional[str], device: torch.device, *,
+                        units: Optional[str] = None, bpe_model: Optional[str] = None,
+                        ensemble: Optional[Sequence[str]] = None,
+                        weights: Optional[Sequence[float]] = None) -> LoadedModel:
+    """The model of ``config`` + ``checkpoint`` (``load_model_dir``), or with ``ensemble``
+    (more checkpoints, each read with the ``train.yaml`` beside it) all of them as one
+    ``EnsembleModel``; the models must share the features (a difference is a ValueError
+    naming the checkpoint)."""
     if ensemble and not checkpoint:
         raise ValueError("--ensemble needs --checkpoint (the first model)")
     if weights and not ensemble:
         raise ValueError("--ensemble_weights needs --ensemble")
-    model = load_model(configs, checkpoint, device)
+    loaded = load_model_dir("", device, checkpoint, config=config, units=units,
+                            bpe_model=bpe_model)
     if not ensemble:
-        return model
-
-    def features(conf: Dict[str, Any]) -> FeatureConf:  # dither is training's business
-        return replace(FeatureConf.from_dataset_conf(conf.get("dataset_conf", {})), dither=0.0)
-
-    models = [model]
+        return loaded
+    models = [loaded.model]
     for path in ensemble:
-        config = os.path.join(os.path.dirname(os.path.abspath(path)), "train.yaml")
-        if not os.path.isfile(config):
-            raise FileNotFoundError(f"--ensemble {path}: no train.yaml beside it ({config})")
-        other = load_yaml(config)
-        if features(other) != features(configs):
-            raise ValueError(f"--ensemble {path}: its features ({features(other)}) differ "
-                             f"from --config's ({features(configs)})")
-        models.append(load_model(other, path, device))
+        beside = os.path.join(os.path.dirname(os.path.abspath(path)), "train.yaml")
+        if not os.path.isfile(beside):
+            raise FileNotFoundError(f"--ensemble {path}: no train.yaml beside it ({beside})")
+        other = load_model_dir("", device, path, config=beside, need_tokenizer=False)
+        if other.feature_conf != loaded.feature_conf:
+            raise ValueError(f"--ensemble {path}: its features ({other.feature_conf}) differ "
+                             f"from --config's ({loaded.feature_conf})")
+        models.append(other.model)
     if weights is not None and len(weights) != len(models):
         raise ValueError(f"--ensemble_weights gives {len(weights)} weights for "
                          f"{len(models)} models")
     logging.info("decoding with an ensemble of %d models (weights %s)", len(models),
                  list(weights) if weights else "equal")
-    return EnsembleModel(models, list(weights) if weights else None).to(device).eval()
+    ensemble_model = EnsembleModel(models, list(weights) if weights else None).to(device).eval()
+    return replace(loaded, model=ensemble_model)
 
 
 def rtf_record(mode: str, encoder_s: float, search_s: float, audio_s: float,

@@ -33,7 +33,8 @@ import torch
 from wenet.dataset.fbank import FeatureConf
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.alignment.align import frame_shift_seconds
-from wenet.models import load_model
+from wenet.inference.features import inference_feature_conf
+from wenet.models import model_from_checkpoint
 from wenet.models.paths import resolve_bpe, resolve_units
 from wenet.train.checkpoint import epoch_checkpoints
 from wenet.transformer.encoder import check_decoding_chunk_size
@@ -85,8 +86,8 @@ class LoadedModel:
     """
 
     model: Any
-    tokenizer: Tokenizer
-    feature_conf: FeatureConf
+    tokenizer: Optional[Tokenizer]   # None when loaded with need_tokenizer=False
+    feature_conf: FeatureConf        # inference features (no dither)
     configs: Dict[str, Any]
     scripted: bool
     frame_shift_s: float
@@ -127,32 +128,40 @@ def _load_script(path: str, device: str) -> ScriptedModel:
     return ScriptedModel(script.eval())
 
 
-def load_model_dir(path: str, device: str = "cpu", checkpoint: Optional[str] = None, *,
-                   units: Optional[str] = None, bpe_model: Optional[str] = None
-                   ) -> LoadedModel:
+def load_model_dir(path: str, device: str | torch.device = "cpu",
+                   checkpoint: Optional[str] = None, *, config: Optional[str] = None,
+                   units: Optional[str] = None, bpe_model: Optional[str] = None,
+                   need_tokenizer: bool = True) -> LoadedModel:
     """Load the model of ``path`` (module docstring): ``final.zip`` when there is one and
     no ``checkpoint`` is named, else ``train.yaml`` + the checkpoint. ``checkpoint`` may
-    also name a ``.zip`` (TorchScript) file."""
+    also name a ``.zip`` (TorchScript) file; ``config`` another yaml than
+    ``path/train.yaml`` (``path`` may then be empty: the yaml's dir). Without
+    ``need_tokenizer`` (export, ensemble members) no units are looked up and
+    ``tokenizer`` is None."""
+    if config is not None:
+        path = path or os.path.dirname(os.path.abspath(config))
     if not os.path.isdir(path):
         raise FileNotFoundError(f"model directory {path} does not exist")
-    config_path = os.path.join(path, CONFIG_NAME)
+    config_path = config or os.path.join(path, CONFIG_NAME)
     if not os.path.isfile(config_path):
-        raise FileNotFoundError(f"{path}: no {CONFIG_NAME} (the features and units of the "
-                                "model are read from it)")
+        raise FileNotFoundError(f"{path}: no {os.path.basename(config_path)} (the features "
+                                "and units of the model are read from it)")
     configs = load_yaml(config_path)
-    units = units or resolve_units(path, configs)
-    bpe_model = bpe_model or resolve_bpe(path, configs, units)
-    tokenizer = Tokenizer(units, bpe_model)
-    feature_conf = FeatureConf.from_config(configs, config_path)
+    tokenizer = None
+    if need_tokenizer or units:
+        units = units or resolve_units(path, configs)
+        bpe_model = bpe_model or resolve_bpe(path, configs, units)
+        tokenizer = Tokenizer(units, bpe_model)
+    feature_conf = inference_feature_conf(configs, config_path)
     script = os.path.join(path, SCRIPT_NAME)
-    if checkpoint is None and os.path.isfile(script):
+    if checkpoint is None and config is None and os.path.isfile(script):
         checkpoint = script
     if checkpoint is not None and checkpoint.endswith(".zip"):
-        model: Any = _load_script(checkpoint, device)
+        model: Any = _load_script(checkpoint, str(device))
         scripted, rate = True, int(model.script.subsampling_rate())
     else:
         checkpoint = checkpoint or find_checkpoint(path)
-        model = load_model(configs, checkpoint, device)  # the CMVN comes with the weights
+        model = model_from_checkpoint(configs, checkpoint, device)  # carries its CMVN
         scripted, rate = False, int(model.subsampling_rate())
     logging.info("model %s (%s), units %s%s", checkpoint, "TorchScript" if scripted else
                  "checkpoint", units, f", BPE {bpe_model}" if bpe_model else "")
@@ -160,4 +169,3 @@ def load_model_dir(path: str, device: str = "cpu", checkpoint: Optional[str] = N
                        configs=configs, scripted=scripted,
                        frame_shift_s=frame_shift_seconds(rate, feature_conf.frame_shift),
                        path=path, checkpoint=checkpoint, device=torch.device(device))
-

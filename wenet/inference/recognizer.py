@@ -1,9 +1,9 @@
 """Transcribe audio with a loaded model directory: the Python API behind ``wenet.load_model``
 and ``wenet/bin/transcribe.py``.
 
-Audio goes through the recognition pipeline's own stages (``wenet.dataset.processor``:
-mono downmix, resampling to the model's rate, both logged; fbank without dither;
-batches padded longest first), so a file gives exactly the features, and the text,
+Audio goes through the recognition pipeline's own stages
+(``wenet.inference.features.feature_batches``: mono downmix, resampling to the model's rate,
+both logged; the model's inference fbank; batches padded longest first), so a file gives exactly the features, and the text,
 that ``recognize.py`` gives it. Each batch is encoded once and decoded by
 :func:`wenet.decode.nbest.decode_nbest` (the registered search of the mode, plus its
 n-best and scores). With ``timestamps`` each result also carries per-token and per-word
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -27,13 +26,12 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 import numpy as np
 import torch
 
-from wenet.dataset import processor
-from wenet.dataset.audio import AudioError, load_audio
 from wenet.dataset.stats import PipelineStats
 from wenet.alignment.align import (AlignmentError, TokenSpan, WordSpan, ctc_forced_align,
                                 token_spans, word_spans)
 from wenet.decode.options import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
+from wenet.inference.features import feature_batches
 from wenet.inference.loader import LoadedModel
 from wenet.decode.nbest import decode_nbest
 
@@ -113,21 +111,6 @@ def audio_items(audio: Audio, sample_rate: Optional[int] = None,
     return list(zip(keys, specs))
 
 
-def _read(items: Iterable[Tuple[str, Any]], stats: PipelineStats) -> Iterator[dict]:
-    """Samples of the recognition pipeline; unreadable audio is skipped and counted."""
-    for key, audio in items:
-        if isinstance(audio, tuple):
-            wav, rate = audio
-        else:
-            try:
-                wav, rate = load_audio(audio)
-            except AudioError as e:
-                stats.warn("audio_decode_error", f"utterance {key}: {e}")
-                continue
-        yield {"key": key, "src": "input", "txt": "", "label": [], "wav": wav,
-               "sample_rate": rate}
-
-
 def context_graph_of(phrases: Sequence[str], tokenizer: Any, score: float) -> ContextGraph:
     """The hotword graph of a phrase list, built as ``--context_list_path`` builds it."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", encoding="utf-8") as f:
@@ -143,12 +126,9 @@ class Recognizer:
 
     loaded: LoadedModel
     # run.sh stage 5's search settings (beam 10, CTC weight 0.5 in attention rescoring)
-    options: DecodeOptions = field(default_factory=lambda: DecodeOptions(ctc_weight=0.5))
+    options: DecodeOptions = field(default_factory=DecodeOptions)
     batch_size: int = 16
-    decoding_chunk_size: int = -1
-    num_decoding_left_chunks: int = -1
-    simulate_streaming: bool = False
-    context_score: float = 3.0
+    context_score: float = 3.0       # hotwords given per call (context_list)
     last_stats: Optional[PipelineStats] = None
 
     def transcribe(self, audio: Audio, sample_rate: Optional[int] = None,
@@ -158,14 +138,6 @@ class Recognizer:
         """Results for ``audio`` (see :func:`audio_items`), in input order."""
         return list(self.iter_results(audio_items(audio, sample_rate, keys), mode, nbest,
                                       timestamps, context_list))
-
-    def _features(self, items: Iterable[Tuple[str, Any]], stats: PipelineStats
-                  ) -> Iterator[dict]:
-        conf = self.loaded.feature_conf
-        data = processor.check_audio(_read(items, stats), stats)
-        data = processor.resample_samples(data, stats, conf.resample_rate or 16000)
-        data = processor.fbank(data, stats, random.Random(0), replace(conf, dither=0.0))
-        return processor.pad_batch(processor.static_batch(data, self.batch_size), stats)
 
     def iter_results(self, items: Iterable[Tuple[str, Any]], mode: str = "attention_rescoring",
                      nbest: int = 1, timestamps: bool = False,
@@ -185,7 +157,8 @@ class Recognizer:
             for key, audio in items:
                 order.setdefault(key, len(order))
                 yield key, audio
-        for batch in self._features(numbered(), stats):
+        for batch in feature_batches(numbered(), self.loaded.feature_conf, self.batch_size,
+                                     stats):
             results = self.decode_batch(batch, mode, nbest, timestamps, options)
             yield from sorted(results, key=lambda r: order[r.key])
         stats.log_summary()
@@ -199,8 +172,7 @@ class Recognizer:
         feats = batch["feats"].to(lm.device)
         lens = batch["feats_lengths"].to(lm.device)
         encoder_out, encoder_mask = lm.model.encode(
-            feats, lens, self.decoding_chunk_size, self.num_decoding_left_chunks,
-            self.simulate_streaming)
+            feats, lens, options.chunk_size, options.num_left_chunks, options.simulate_streaming)
         best, lists, ctx = decode_nbest(lm.model, encoder_out, encoder_mask, mode, options,
                                         nbest)
         shift_s = lm.feature_conf.frame_shift / 1000.0

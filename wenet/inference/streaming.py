@@ -2,7 +2,7 @@
 
 :class:`StreamingRecognizer` is one client's decoder. Audio arrives in pieces of any
 length; fbank frames are computed as they become complete
-(:class:`~wenet.decode.stream_state.IncrementalFbank`), the encoder runs one chunk of
+(:class:`~wenet.inference.features.IncrementalFbank`), the encoder runs one chunk of
 ``chunk_size`` output frames at a time with its attention and convolution caches
 (the model's ``forward_encoder_chunk``, present on the eager ``ASRModel`` and on the
 exported TorchScript module alike), and the CTC prefix beam search continues from
@@ -37,7 +37,8 @@ from wenet.decode.attention import score_hyps
 from wenet.decode.options import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
 from wenet.decode.hyps import NBest
-from wenet.decode.stream_state import CtcPrefixBeamState, EndpointDetector, IncrementalFbank
+from wenet.decode.stream_state import CtcPrefixBeamState, EndpointDetector
+from wenet.inference.features import IncrementalFbank
 from wenet.transformer.streaming_encoder import ChunkWindow
 
 

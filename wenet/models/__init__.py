@@ -1,6 +1,6 @@
-"""The model factory and its registries: ``init_model``, ``load_trained_model``."""
+"""The model factory and its registries: ``init_model`` (a config -> a model) and
+``model_from_checkpoint`` (the same with trained weights)."""
 from wenet.models.factory import (DECODERS, ENCODERS, init_model, is_transducer_config,
-                                  load_model, load_trained_model)
+                                  model_from_checkpoint)
 
-__all__ = ["DECODERS", "ENCODERS", "init_model", "is_transducer_config", "load_model",
-           "load_trained_model"]
+__all__ = ["DECODERS", "ENCODERS", "init_model", "is_transducer_config", "model_from_checkpoint"]

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import inspect
 import logging
-import os
 from typing import Any, Dict, Optional
 
 import torch
 
 from wenet.dataprep.cmvn import load_cmvn
-from wenet.models.paths import resolve_cmvn
 from wenet.transducer.joint import TransducerJoint
 from wenet.transducer.predictor import PREDICTORS
 from wenet.transducer.transducer_model import TransducerModel
@@ -23,7 +21,6 @@ from wenet.transformer.cmvn import GlobalCMVN
 from wenet.transformer.ctc import CTC
 from wenet.transformer.decoder import BiTransformerDecoder, TransformerDecoder
 from wenet.transformer.encoder import ConformerEncoder, TransformerEncoder
-from wenet.utils.file_utils import load_yaml
 from wenet.zipformer.encoder import ZipformerEncoder
 
 ENCODERS = {"conformer": ConformerEncoder, "transformer": TransformerEncoder,
@@ -128,18 +125,6 @@ def build_transducer(configs: Dict[str, Any], encoder: torch.nn.Module,
     return model
 
 
-def load_trained_model(config_path: str, checkpoint: Optional[str],
-                       device: str | torch.device = "cpu") -> ASRModel:
-    """The model described by an experiment's ``train.yaml`` with ``checkpoint``'s
-    weights (strict), in eval mode: what recognition and export start from. Without a
-    checkpoint the CMVN file is found by :mod:`wenet.models.paths`' rule."""
-    configs = load_yaml(config_path)
-    if not checkpoint and configs.get("cmvn_file"):
-        configs["cmvn_file"] = resolve_cmvn(os.path.dirname(os.path.abspath(config_path)),
-                                            configs)
-    return load_model(configs, checkpoint, device)
-
-
 def _checkpoint_cmvn(state: Dict[str, torch.Tensor], input_dim: int) -> Optional[GlobalCMVN]:
     """The CMVN a checkpoint carries as encoder buffers, or None when it has none."""
     mean, istd = state.get(CMVN_MEAN_KEY), state.get(CMVN_ISTD_KEY)
@@ -151,9 +136,10 @@ def _checkpoint_cmvn(state: Dict[str, torch.Tensor], input_dim: int) -> Optional
     return GlobalCMVN(mean.clone(), istd.clone())
 
 
-def load_model(configs: Dict[str, Any], checkpoint: Optional[str],
-               device: str | torch.device = "cpu") -> ASRModel:
-    """``init_model(configs)`` with ``checkpoint``'s weights (strict), in eval mode.
+def model_from_checkpoint(configs: Dict[str, Any], checkpoint: Optional[str],
+                          device: str | torch.device = "cpu") -> ASRModel:
+    """``init_model(configs)`` with ``checkpoint``'s weights (strict), in eval mode: the
+    factory's step of loading (a model dir is loaded by ``wenet.inference.loader``).
 
     A checkpoint holds the model's CMVN (encoder buffers), so the model is built from it
     and ``configs['cmvn_file']`` is not read: no file elsewhere (a relative path resolved

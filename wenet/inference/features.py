@@ -1,0 +1,87 @@
+"""Audio to features at inference: the one place that decides how a trained model's
+features are computed when it recognises or aligns.
+
+:func:`inference_feature_conf` is training's fbank (``dataset_conf``) without dither, a
+training-time augmentation: recognition is deterministic. Every inference path takes its
+``FeatureConf`` from it (through ``LoadedModel.feature_conf``): batch recognition
+(:func:`feature_batches`, the data pipeline's own stages on audio given by the caller),
+streams (:class:`IncrementalFbank`) and forced alignment.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import Any, Iterable, Iterator, Mapping, Optional, Tuple
+
+import torch
+
+from wenet.dataset import processor
+from wenet.dataset.audio import AudioError, load_audio
+from wenet.dataset.fbank import FeatureConf, compute_fbank
+from wenet.dataset.stats import PipelineStats
+
+
+def inference_feature_conf(configs: Mapping[str, Any], name: Optional[str] = None) -> FeatureConf:
+    """The features of a training config (``train.yaml``) for recognition: no dither."""
+    return replace(FeatureConf.from_config(configs, name), dither=0.0)
+
+
+def _samples(items: Iterable[Tuple[str, Any]], stats: PipelineStats) -> Iterator[dict]:
+    """Samples of the pipeline from ``(key, path or (waveform, rate))``; unreadable audio
+    is skipped and counted."""
+    for key, audio in items:
+        if isinstance(audio, tuple):
+            wav, rate = audio
+        else:
+            try:
+                wav, rate = load_audio(audio)
+            except AudioError as e:
+                stats.warn("audio_decode_error", f"utterance {key}: {e}")
+                continue
+        yield {"key": key, "src": "input", "txt": "", "label": [], "wav": wav,
+               "sample_rate": rate}
+
+
+def feature_batches(items: Iterable[Tuple[str, Any]], conf: FeatureConf, batch_size: int,
+                    stats: PipelineStats) -> Iterator[dict]:
+    """Padded batches (``keys``, ``feats``, ``feats_lengths``) of ``(key, audio)`` pairs:
+    the data pipeline's checks, resampling to the model's rate and fbank."""
+    data = processor.check_audio(_samples(items, stats), stats)
+    data = processor.resample_samples(data, stats, conf.resample_rate or 16000)
+    data = processor.fbank(data, stats, random.Random(0), conf)
+    return processor.pad_batch(processor.static_batch(data, batch_size), stats)
+
+
+class IncrementalFbank:
+    """Fbank of a growing waveform, frame for frame equal to ``compute_fbank`` of the whole
+    (Kaldi framing with snip_edges: frame ``i`` reads samples ``[i * shift, i * shift +
+    window)`` and nothing else, so the complete frames are computed from the retained
+    samples, which start at the first sample of the next frame). ``conf`` is an inference
+    conf (:func:`inference_feature_conf`)."""
+
+    def __init__(self, conf: FeatureConf, sample_rate: int = 16000) -> None:
+        self.conf = conf
+        self.sample_rate = sample_rate
+        self.window = int(sample_rate * conf.frame_length * 0.001)
+        self.shift = int(sample_rate * conf.frame_shift * 0.001)
+        self._kwargs = conf.fbank_kwargs()
+        self._pending = torch.zeros(0)   # samples from the first sample of the next frame on
+        self.frames_out = 0
+
+    @property
+    def pending_samples(self) -> int:
+        """Samples kept for frames not yet complete."""
+        return int(self._pending.numel())
+
+    def accept(self, samples: torch.Tensor) -> torch.Tensor:
+        """Take float samples in [-1, 1] (1-D); return the newly complete frames (n, bins)."""
+        buf = torch.cat([self._pending, samples.reshape(-1).float()])
+        if buf.numel() < self.window:
+            self._pending = buf
+            return torch.zeros(0, self.conf.num_mel_bins)
+        n = 1 + (buf.numel() - self.window) // self.shift
+        feats = compute_fbank(buf[:(n - 1) * self.shift + self.window].unsqueeze(0),
+                              self.sample_rate, **self._kwargs)
+        self._pending = buf[n * self.shift:].clone()
+        self.frames_out += n
+        return feats

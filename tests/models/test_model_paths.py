@@ -11,21 +11,15 @@ import pytest
 import torch
 import yaml
 
+from tests.tiny_experiment import UNITS, tiny_config
 from wenet.inference.loader import load_model_dir
 from wenet.models import init_model
 from wenet.models.paths import resolve_bpe, resolve_cmvn, resolve_units
 from wenet.train.config import train_yaml_configs
 
-UNITS = ["<blank>", "<unk>", "\u2581", "a", "b", "c", "\u2581d", "<sos/eos>"]
 DIM = 20
-CONFIG = {
-    "encoder": "transformer",
-    "encoder_conf": {"output_size": 16, "attention_heads": 2, "linear_units": 16,
-                     "num_blocks": 1, "dropout_rate": 0.0},
-    "decoder": "transformer",
-    "decoder_conf": {"attention_heads": 2, "linear_units": 16, "num_blocks": 1},
-    "dataset_conf": {"fbank_conf": {"num_mel_bins": DIM}},
-}
+CONFIG = {k: v for k, v in tiny_config().items()
+          if k not in ("input_dim", "output_dim", "cmvn_file")}  # as the training yaml has it
 CMVN_REL = "raw_wav/train/global_cmvn"
 UNITS_REL = "data/lang_char/train_char_units.txt"
 

@@ -48,6 +48,14 @@ def rounding_bound(dtype: torch.dtype, n: int, depth: int = 1, k: float = 1.0) -
     return k * eps(dtype) * math.sqrt(n) * depth
 
 
+def score_tolerance(dtype: torch.dtype, scale: float, n: int, depth: int = 1,
+                    k: float = 1.0) -> float:
+    """Absolute tolerance for a sum of non-negative magnitudes totalling ``scale`` (a
+    search score: log-probabilities of one sign) computed in ``dtype``: the relative
+    rounding_bound times that magnitude."""
+    return rounding_bound(dtype, n, depth, k) * abs(scale)
+
+
 def rel_err(got: torch.Tensor, ref: torch.Tensor) -> float:
     """||got - ref|| / ||ref||, both taken in float64 (a zero ``ref`` counts as 1e-300)."""
     got64, ref64 = got.detach().double(), ref.detach().double()

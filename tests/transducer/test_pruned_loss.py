@@ -53,8 +53,9 @@ def test_full_range_equals_full_loss_ours_and_torchaudio(B, T, U, V, seed):
                            reduction="none")
     got_g = _grads(got.sum(), e, p, joint.out.weight)
     # every float32 result within float32's bound of the full loss in float64: a joint
-    # layer (J = 12 terms), a log-softmax over V, then T + U lattice steps
-    bound = rounding_bound(torch.float32, max(12, V), depth=2 + T + U)
+    # layer, a log-softmax, then T + U lattice steps; the longest sum is the joint
+    # weight's gradient, over all B x T x (U + 1) lattice nodes
+    bound = rounding_bound(torch.float32, B * T * (U + 1), depth=2 + T + U)
     joint64 = copy.deepcopy(joint).double()
     e64, p64 = enc.double().requires_grad_(), pred.double().requires_grad_()
     want = rnnt_loss(joint64(e64.unsqueeze(2), p64.unsqueeze(1)), targets, t_lens, u_lens,

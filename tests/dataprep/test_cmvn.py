@@ -12,6 +12,7 @@ import torchaudio.compliance.kaldi as kaldi
 
 from wenet.dataprep.cmvn import CmvnStats, load_cmvn, save_cmvn
 from tests.common import REPO, load_tool
+from tests.numerics import eps
 
 ROOT = REPO
 RATE = 16000
@@ -269,7 +270,8 @@ def test_load_cmvn_accepts_an_integral_float_frame_num(tmp_path):
     path.write_text('{"mean_stat": [2.0, 4.0], "var_stat": [8.0, 20.0], "frame_num": 2.0}\n')
     mean, istd = load_cmvn(str(path))
     np.testing.assert_array_equal(mean, [1.0, 2.0])  # variances 4 - 1 = 3 and 10 - 4 = 6
-    np.testing.assert_allclose(istd, [3 ** -0.5, 6 ** -0.5], rtol=1e-7)
+    # float32 sqrt and division, each correctly rounded (half an ulp, eps / 2 relative)
+    np.testing.assert_allclose(istd, [3 ** -0.5, 6 ** -0.5], rtol=eps(torch.float32))
 
 
 def test_bad_yaml_config_is_one_error_line(tmp_path, caplog):

@@ -2,6 +2,7 @@
 log-probabilities and encoder outputs, a tiny transducer model."""
 import torch
 
+from tests.numerics import score_tolerance
 from wenet.models import init_model
 
 TRANSDUCER_VOCAB = 6  # blank, 4 labels, sos/eos
@@ -91,3 +92,11 @@ def tiny_transducer(predictor="stateless", durations=(), seed=0, big_bias=0.0,
         for i in model.big_blank_ids():
             model.joint.out.bias[i] += big_bias
     return model
+
+
+def transducer_score_tol(score: float, frames: int) -> float:
+    """float32 rounding allowed in a tiny_transducer score over ``frames`` frames, each
+    a joint layer (dot products of join_dim = 16 terms) then a log-softmax: depth 2 per
+    frame (tests/numerics.py). Two searches that batch the joint differently differ by
+    up to this on any CPU; a fixed 1e-6 is one ulp of a score near -11."""
+    return score_tolerance(torch.float32, score, 16, 2 * frames)

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.numerics import assert_near_float64, rounding_bound
 from wenet.transformer.ctc import CTC
 from wenet.transformer.label_smoothing_loss import LabelSmoothingLoss
 from wenet.utils.common import add_sos_eos, reverse_pad_list
@@ -26,10 +27,14 @@ def test_label_smoothing_loss_hand_computation():
             for c in range(v):
                 q = 1 - smoothing if c == target[b, t] else smoothing / (v - 1)
                 total += q * (math.log(q) - float(logp[c]))
-    by_batch = LabelSmoothingLoss(v, -1, smoothing, normalize_length=False)(x, target)
-    by_token = LabelSmoothingLoss(v, -1, smoothing, normalize_length=True)(x, target)
-    assert abs(float(by_batch) - total / 2) < 1e-5
-    assert abs(float(by_token) - total / 5) < 1e-5
+    # 5 tokens x v classes summed after a log-softmax (depth 2), in either dtype; a
+    # float64 model keeps float64 (the loss upcasts low precision, never downcasts)
+    for dtype in (torch.float32, torch.float64):
+        bound = rounding_bound(dtype, 5 * v, depth=2)
+        for norm, denom in ((False, 2), (True, 5)):
+            loss = LabelSmoothingLoss(v, -1, smoothing, normalize_length=norm)(x.to(dtype), target)
+            assert loss.dtype == dtype
+            assert_near_float64(loss, torch.tensor(total / denom, dtype=torch.float64), bound)
 
 
 def test_label_smoothing_zero_is_cross_entropy():
@@ -52,6 +57,11 @@ def test_ctc_loss_equals_torch_ctc_loss_on_same_log_probs():
     logp = ctc.log_softmax(hs).transpose(0, 1)
     ref = F.ctc_loss(logp, ys, hlens, ylens, blank=0, reduction="sum") / 3
     assert torch.allclose(loss, ref, atol=1e-5)
+    loss64 = ctc.double()(hs.double(), hlens, ys, ylens)  # a float64 model stays float64
+    ref64 = F.ctc_loss(ctc.log_softmax(hs.double()).transpose(0, 1), ys, hlens, ylens,
+                       blank=0, reduction="sum") / 3
+    assert loss64.dtype == torch.float64
+    assert_near_float64(loss64, ref64, rounding_bound(torch.float64, 12 * 8, depth=2))
 
 
 def test_losses_take_float32_log_softmax_under_bf16_autocast():

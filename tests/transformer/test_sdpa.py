@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 
+from tests.numerics import rel_err
 from wenet.transformer.attention import MultiHeadedAttention, RelPositionMultiHeadedAttention
 
 RTOL = 1e-5
@@ -39,10 +40,6 @@ def explicit_attention(att, query, key, value, mask=torch.ones((0, 0, 0), dtype=
         attn = torch.softmax(scores, dim=-1)
     x = torch.matmul(attn, v).transpose(1, 2).reshape(b, -1, h * d_k)
     return att.linear_out(x), torch.empty(0)
-
-
-def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a - b).norm() / b.norm().clamp(min=1e-30))
 
 
 # Biases whose gradient is exactly zero: the key projection's shifts all scores of a

@@ -30,8 +30,12 @@ class CTC(torch.nn.Module):
         Returns the summed loss divided by the batch size (as WeNet).
         """
         ys_hat = self.ctc_lo(hs_pad)
-        # in float32 also under bf16/fp16 autocast, which leaves log_softmax in low precision
-        ys_hat = ys_hat.transpose(0, 1).float().log_softmax(2)  # (T, B, V)
+        # at least float32 (bf16/fp16 autocast leaves log_softmax in low precision; a
+        # float64 model keeps float64)
+        ys_hat = ys_hat.transpose(0, 1)
+        if ys_hat.dtype != torch.float64:
+            ys_hat = ys_hat.float()
+        ys_hat = ys_hat.log_softmax(2)  # (T, B, V)
         if not torch.jit.is_scripting():
             impossible = int((hlens < self.min_frames(ys_pad, ys_lens)).sum())
             if impossible > 0:

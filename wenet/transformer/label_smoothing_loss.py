@@ -27,7 +27,9 @@ class LabelSmoothingLoss(torch.nn.Module):
         if x.size(2) != self.size:
             raise ValueError(f"logits have {x.size(2)} classes, loss expects {self.size}")
         batch_size = x.size(0)
-        x = x.reshape(-1, self.size).float()  # float32 log_softmax also under autocast
+        x = x.reshape(-1, self.size)
+        if x.dtype != torch.float64:  # at least float32 log_softmax, also under autocast
+            x = x.float()
         target = target.reshape(-1)
         true_dist = torch.full_like(x, self.smoothing / (self.size - 1))
         ignore = target == self.padding_idx

@@ -21,6 +21,8 @@ class ASRModel(torch.nn.Module):
     (``cr_ctc`` adds CR-CTC). sos = eos = vocab_size - 1 (the last unit, ``<sos/eos>``).
     """
 
+    # training only: TorchScript (the runtimes' model) carries neither the losses nor forward
+    __jit_ignored_attributes__ = ["losses"]
     __jit_unused_properties__ = ["reverse_weight"]
 
     def __init__(self, vocab_size: int, encoder: torch.nn.Module, decoder: torch.nn.Module,
@@ -76,7 +78,8 @@ class ASRModel(torch.nn.Module):
                              f"text_lengths {text_lengths.shape}")
         batch = (speech, speech_lengths, text, text_lengths)
         for loss in self.losses.values():
-            batch = loss.views(batch)
+            if loss.active:
+                batch = loss.views(batch)
         encoder_out, encoder_mask = self.encoder(batch[0], batch[1])
         inputs = LossInputs(self, encoder_out, encoder_mask, encoder_mask.squeeze(1).sum(1),
                             batch[2], batch[3])

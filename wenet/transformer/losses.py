@@ -45,7 +45,7 @@ class Loss(torch.nn.Module):
     and its heads are not required; ``active`` says which.
 
     A Module (without parameters of its own unless a new loss wants some) so that
-    ``model.train()``/``.to()`` reach it; it has no ``forward``, so TorchScript skips it.
+    ``model.train()``/``.to()`` reach it; TorchScript leaves ``model.losses`` out.
     """
 
     key: str = ""

@@ -244,7 +244,8 @@ def test_pruned_configs_differ_from_full_ones_by_the_loss_only(full, pruned):
     assert extra["transducer_loss"] == "pruned" and a == b
     b["model_conf"].update(extra)
     model = init_model(dict(b, input_dim=80, output_dim=50, cmvn_file=None))
-    assert model.transducer_loss == "pruned" and model.prune_range == extra["prune_range"]
+    loss = model.losses["transducer"]
+    assert loss.transducer_loss == "pruned" and loss.prune_range == extra["prune_range"]
 
 
 def test_executor_tells_the_model_its_update_count(tmp_path):

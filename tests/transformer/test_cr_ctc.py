@@ -1,4 +1,4 @@
-"""CR-CTC (wenet/transformer/cr_ctc.py, ASRModel with model_conf.cr_ctc): the loss against a
+"""CR-CTC (wenet/transformer/cr_ctc.py, the cr_ctc loss of model_conf.cr_ctc): the loss against a
 hand computation on a tiny batch, a zero consistency term for equal views, and the time
 masks against their stated rule."""
 from __future__ import annotations
@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from tests.numerics import rounding_bound
 from wenet.models import init_model
 from wenet.transformer import cr_ctc
+from wenet.transformer.losses import LossInputs
 
 VOCAB = 7
 CONFIG = {
@@ -66,7 +67,8 @@ def _reference(model, view_a, view_b, lengths, text, text_lengths):
         lp = model.ctc.ctc_lo(enc[half]).log_softmax(-1)  # float64, as the model's head
         ctc_views.append(F.ctc_loss(lp.transpose(0, 1), text, enc_lens[half], text_lengths,
                                     reduction="sum") / 2)
-        att_views.append(model._calc_att_loss(enc[half], mask[half], text, text_lengths)[0])
+        inputs = LossInputs(model, enc[half], mask[half], enc_lens[half], text, text_lengths)
+        att_views.append(model.losses["attention"].compute(inputs)["loss_att"])
     kl = 0.0
     for b in range(2):
         frames = int(enc_lens[b])
@@ -110,7 +112,7 @@ def test_consistency_is_zero_for_equal_views():
     loss = out["loss"]
     loss.backward()  # and its gradient does not push anywhere either
     plain = _model(ratio=0.0)
-    plain.cr_loss_scale = 0.0
+    plain.losses["cr_ctc"].weight = 0.0  # still two views, no consistency term
     plain(*_batch())["loss"].backward()
     for (name, p), q in zip(model.named_parameters(), plain.parameters()):
         if p.grad is not None:
@@ -121,7 +123,7 @@ def test_eval_sees_the_batch_once():
     model = _model(ratio=2.5).eval()
     out = model(*_batch())
     assert out["loss_cr"] is None
-    model.cr_ctc = False
+    del model.losses["cr_ctc"]
     assert model(*_batch())["loss"].item() == out["loss"].item()
 
 

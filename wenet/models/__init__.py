@@ -2,5 +2,7 @@
 ``model_from_checkpoint`` (the same with trained weights)."""
 from wenet.models.factory import (DECODERS, ENCODERS, init_model, is_transducer_config,
                                   model_from_checkpoint)
+from wenet.models.losses import LOSSES
 
-__all__ = ["DECODERS", "ENCODERS", "init_model", "is_transducer_config", "model_from_checkpoint"]
+__all__ = ["DECODERS", "ENCODERS", "LOSSES", "init_model", "is_transducer_config",
+           "model_from_checkpoint"]

@@ -1,18 +1,19 @@
 """The model factory: a training config (the yaml plus input/output sizes) -> a model.
 
-One registry per component kind (encoders, decoders, predictors). A new encoder is
-a class in its own package and one entry in ``ENCODERS``; the component packages
-never import this module.
+One registry per component kind (encoders, decoders, predictors, losses in
+wenet/models/losses.py). A new encoder is a class in its own package and one entry in
+``ENCODERS``; the component packages never import this module.
 """
 from __future__ import annotations
 
 import inspect
 import logging
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 
 from wenet.dataprep.cmvn import load_cmvn
+from wenet.models.losses import LOSSES, loss_confs
 from wenet.transducer.joint import TransducerJoint
 from wenet.transducer.predictor import PREDICTORS
 from wenet.transducer.transducer_model import TransducerModel
@@ -21,6 +22,7 @@ from wenet.transformer.cmvn import GlobalCMVN
 from wenet.transformer.ctc import CTC
 from wenet.transformer.decoder import BiTransformerDecoder, TransformerDecoder
 from wenet.transformer.encoder import ConformerEncoder, TransformerEncoder
+from wenet.transformer.losses import Loss
 from wenet.zipformer.encoder import ZipformerEncoder
 
 ENCODERS = {"conformer": ConformerEncoder, "transformer": TransformerEncoder,
@@ -72,7 +74,7 @@ def _attention_decoder(configs: Dict[str, Any], vocab_size: int,
 
 def init_model(configs: Dict[str, Any], global_cmvn: Optional[GlobalCMVN] = None) -> ASRModel:
     """ASRModel for ``configs``: the training yaml (encoder, encoder_conf, decoder,
-    decoder_conf, model_conf) plus ``input_dim`` (feature size), ``output_dim``
+    decoder_conf, losses or model_conf) plus ``input_dim`` (feature size), ``output_dim``
     (vocabulary size, sos/eos last) and ``cmvn_file`` (global_cmvn path or None), read
     unless ``global_cmvn`` is given. A TransducerModel (a subclass) when
     ``is_transducer_config(configs)``.
@@ -82,46 +84,68 @@ def init_model(configs: Dict[str, Any], global_cmvn: Optional[GlobalCMVN] = None
             raise ValueError(f"config lacks '{key}' (set it from the features / units.txt)")
     input_dim = int(configs["input_dim"])
     vocab_size = int(configs["output_dim"])
+    transducer = is_transducer_config(configs)
+    losses, model_kwargs = build_losses(configs, transducer)
     encoder_type = configs.get("encoder", "conformer")
     encoder_cls = _pick(ENCODERS, encoder_type, "encoder")
     encoder = encoder_cls(input_dim, global_cmvn=global_cmvn or _global_cmvn(configs, input_dim),
                           **checked_kwargs(encoder_cls, configs.get("encoder_conf"),
                                            "encoder_conf"))
-    if is_transducer_config(configs):
-        return build_transducer(configs, encoder, vocab_size)
+    if transducer:
+        return build_transducer(configs, encoder, vocab_size, losses, model_kwargs)
     decoder = _attention_decoder(configs, vocab_size, encoder.output_size())
     ctc = CTC(vocab_size, encoder.output_size())
-    model = ASRModel(vocab_size=vocab_size, encoder=encoder, decoder=decoder, ctc=ctc,
-                     **checked_kwargs(ASRModel, configs.get("model_conf"), "model_conf"))
+    model = ASRModel(vocab_size, encoder, decoder, ctc, losses=losses, **model_kwargs)
     num_params = sum(p.numel() for p in model.parameters())
-    logging.info("model: %s encoder, %s decoder, %.2f M parameters",
-                 encoder_type, configs.get("decoder", "bitransformer"), num_params / 1e6)
+    logging.info("model: %s encoder, %s decoder, losses %s, %.2f M parameters",
+                 encoder_type, configs.get("decoder", "bitransformer"), _describe(losses),
+                 num_params / 1e6)
     return model
 
 
-def build_transducer(configs: Dict[str, Any], encoder: torch.nn.Module,
-                     vocab_size: int) -> TransducerModel:
-    """TransducerModel for ``configs`` around an already built ``encoder`` (see init_model)."""
-    model_conf = dict(configs.get("model_conf") or {})
-    checked_kwargs(TransducerModel, model_conf, "model_conf")
+def build_losses(configs: Dict[str, Any], transducer: bool
+                 ) -> Tuple[Dict[str, Loss], Dict[str, Any]]:
+    """The losses a config names (``losses``, or the loss options of ``model_conf``; see
+    wenet/models/losses.py), built from ``LOSSES``, and the model's own options."""
+    confs, model_kwargs = loss_confs(configs, transducer)
+    losses = {}
+    for name, conf in confs.items():
+        cls = _pick(LOSSES, name, "loss")
+        losses[name] = cls(**checked_kwargs(cls, conf, f"losses.{name}"))
+    return losses, model_kwargs
+
+
+def _describe(losses: Dict[str, Loss]) -> str:
+    return ", ".join(f"{name} {loss.weight:g}" for name, loss in losses.items()
+                     if loss.active)
+
+
+def _trains(losses: Dict[str, Loss], head: str) -> bool:
+    """Whether a loss that is computed trains ``head``."""
+    return any(loss.active and head in loss.heads for loss in losses.values())
+
+
+def build_transducer(configs: Dict[str, Any], encoder: torch.nn.Module, vocab_size: int,
+                     losses: Dict[str, Loss], model_kwargs: Dict[str, Any]
+                     ) -> TransducerModel:
+    """TransducerModel for ``configs`` around an already built ``encoder`` and its
+    ``losses`` (see init_model); a CTC head or a decoder only where a loss trains it."""
     predictor_type = configs.get("predictor", "stateless")
     predictor_cls = _pick(PREDICTORS, predictor_type, "predictor")
     predictor = predictor_cls(vocab_size, **checked_kwargs(
         predictor_cls, configs.get("predictor_conf"), "predictor_conf"))
-    num_outputs = vocab_size + len(model_conf.get("big_blank_durations") or ())
+    num_outputs = vocab_size + len(model_kwargs.get("big_blank_durations") or ())
     joint = TransducerJoint(num_outputs, encoder.output_size(), predictor.output_size(),
                             **checked_kwargs(TransducerJoint, configs.get("joint_conf"),
                                              "joint_conf"))
-    ctc = CTC(vocab_size, encoder.output_size()) \
-        if model_conf.get("ctc_weight", 0.0) > 0 else None
+    ctc = CTC(vocab_size, encoder.output_size()) if _trains(losses, "ctc") else None
     decoder = None
-    if model_conf.get("attention_weight", 0.0) > 0:
+    if _trains(losses, "decoder"):
         decoder = _attention_decoder(configs, vocab_size, encoder.output_size())
     model = TransducerModel(vocab_size, encoder, predictor, joint, ctc=ctc, decoder=decoder,
-                            **model_conf)
-    logging.info("transducer: %s predictor, ctc %s, attention decoder %s, %.2f M parameters",
-                 predictor_type, ctc is not None, decoder is not None,
-                 sum(p.numel() for p in model.parameters()) / 1e6)
+                            losses=losses, **model_kwargs)
+    logging.info("transducer: %s predictor, losses %s, %.2f M parameters", predictor_type,
+                 _describe(losses), sum(p.numel() for p in model.parameters()) / 1e6)
     return model
 
 

@@ -1,69 +1,74 @@
-"""The U2/U2++ model: shared encoder, CTC head and attention decoder(s), hybrid loss."""
+"""The U2/U2++ model: shared encoder, CTC head and attention decoder(s), trained on its losses."""
 from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
 
 import torch
 
-from wenet.transformer.cr_ctc import consistency_loss, two_views
 from wenet.transformer.ctc import CTC
 from wenet.transformer.encoder import check_decoding_chunk_size
-from wenet.transformer.label_smoothing_loss import LabelSmoothingLoss
-from wenet.utils.common import IGNORE_ID, add_sos_eos, reverse_pad_list, th_accuracy
+from wenet.transformer.losses import Loss, LossInputs, combine
+from wenet.utils.common import IGNORE_ID
 
 
 class ASRModel(torch.nn.Module):
-    """Hybrid CTC/attention model.
+    """Encoder with a CTC head and an attention decoder (U2/U2++), trained on its losses.
 
-    loss = ctc_weight * loss_ctc + (1 - ctc_weight) * loss_att, where
-    loss_att = (1 - reverse_weight) * left-to-right + reverse_weight * right-to-left.
-    sos = eos = vocab_size - 1 (the last unit, ``<sos/eos>``).
-
-    With ``cr_ctc`` (training only; wenet/transformer/cr_ctc.py) every batch is seen in
-    two independently time-masked views (``time_mask_ratio``): loss_ctc and loss_att are
-    the averages over both views, and ``cr_loss_scale * loss_cr`` (the consistency of the
-    two views' CTC posteriors) is added. CV and decoding see the batch once, unmasked.
+    ``losses`` (wenet/transformer/losses.py, built from the config by
+    wenet/models/losses.py) are kept by name in ``model.losses``; ``forward`` returns
+    ``loss = sum of weight * value`` over them with each loss's outputs. The usual
+    hybrid: ``attention`` of weight 1 - ctc_weight and ``ctc`` of weight ctc_weight
+    (``cr_ctc`` adds CR-CTC). sos = eos = vocab_size - 1 (the last unit, ``<sos/eos>``).
     """
 
+    # training only: TorchScript (the runtimes' model) carries neither the losses nor forward
+    __jit_ignored_attributes__ = ["losses"]
+    __jit_unused_properties__ = ["reverse_weight"]
+
     def __init__(self, vocab_size: int, encoder: torch.nn.Module, decoder: torch.nn.Module,
-                 ctc: CTC, ctc_weight: float = 0.5, ignore_id: int = IGNORE_ID,
-                 reverse_weight: float = 0.0, lsm_weight: float = 0.0,
-                 length_normalized_loss: bool = False, cr_ctc: bool = False,
-                 cr_loss_scale: float = 0.2, time_mask_ratio: float = 2.5):
+                 ctc: CTC, losses: Optional[Dict[str, Loss]] = None,
+                 ignore_id: int = IGNORE_ID):
         super().__init__()
-        if not 0.0 <= ctc_weight <= 1.0:
-            raise ValueError(f"ctc_weight must be in [0, 1], got {ctc_weight}")
-        if not 0.0 <= reverse_weight <= 1.0:
-            raise ValueError(f"reverse_weight must be in [0, 1], got {reverse_weight}")
-        if reverse_weight > 0.0 and not hasattr(decoder, "right_decoder"):
-            raise ValueError("reverse_weight > 0 needs the bitransformer decoder")
-        if cr_ctc and (ctc_weight == 0.0 or cr_loss_scale < 0 or time_mask_ratio < 0):
-            raise ValueError("cr_ctc needs ctc_weight > 0, cr_loss_scale >= 0 and "
-                             f"time_mask_ratio >= 0 (got {ctc_weight}, {cr_loss_scale}, "
-                             f"{time_mask_ratio})")
         self.sos = vocab_size - 1
         self.eos = vocab_size - 1
         self.vocab_size = vocab_size
         self.ignore_id = ignore_id
-        self.ctc_weight = ctc_weight
-        self.reverse_weight = reverse_weight
-        self.cr_ctc = bool(cr_ctc)
-        self.cr_loss_scale = float(cr_loss_scale)
-        self.time_mask_ratio = float(time_mask_ratio)
         self.encoder = encoder
         self.decoder = decoder
         self.ctc = ctc
-        self.criterion_att = LabelSmoothingLoss(vocab_size, ignore_id, lsm_weight,
-                                                length_normalized_loss)
+        self.set_losses(losses or {})
 
+    @torch.jit.unused
+    def set_losses(self, losses: Dict[str, Loss]) -> None:
+        """Train on ``losses`` (by name, in the order they are summed); each checks the
+        model has what it needs and may add a head of its own."""
+        self.losses = torch.nn.ModuleDict(losses)
+        for loss in self.losses.values():
+            loss.attach(self)
+
+    @property
+    def reverse_weight(self) -> float:
+        """The right-to-left weight the attention loss trains with (0.0 without one): the
+        default weight of the right-to-left decoder in rescoring (the ONNX export's)."""
+        att = self.losses["attention"] if "attention" in self.losses else None
+        return float(getattr(att, "reverse_weight", 0.0))
+
+    @torch.jit.unused
+    def set_training_step(self, step: int) -> None:
+        """The number of updates made so far (the training loop's; losses with a warm-up,
+        as the pruned transducer loss, follow it)."""
+        for loss in self.losses.values():
+            loss.set_training_step(int(step))
+
+    @torch.jit.unused  # training only; runtimes call the exported methods below
     def forward(self, speech: torch.Tensor, speech_lengths: torch.Tensor,
                 text: torch.Tensor, text_lengths: torch.Tensor
                 ) -> Dict[str, Optional[torch.Tensor]]:
         """speech (B, T, D), speech_lengths (B,), text (B, L) padded with ignore_id, text_lengths (B,).
 
-        Returns {loss, loss_att, loss_ctc, loss_cr, th_accuracy}; a term whose weight is
-        0 is not computed and is None (th_accuracy goes with loss_att; loss_cr is None
-        unless CR-CTC is training).
+        Returns ``loss`` and the outputs of every loss (``loss_att``, ``th_accuracy``,
+        ``loss_ctc``, ``loss_cr``...); those of a loss that is not computed (weight 0,
+        CR-CTC in eval) are None.
         """
         if text_lengths.dim() != 1 or not (
                 speech.size(0) == speech_lengths.size(0) == text.size(0)
@@ -71,59 +76,14 @@ class ASRModel(torch.nn.Module):
             raise ValueError(f"batch sizes differ: speech {speech.shape}, speech_lengths "
                              f"{speech_lengths.shape}, text {text.shape}, "
                              f"text_lengths {text_lengths.shape}")
-        # training only: TorchScript (runtimes) compiles neither branch of CR-CTC
-        two = self.cr_ctc and self.training
-        if not torch.jit.is_scripting() and two:
-            speech, speech_lengths, text, text_lengths = two_views(
-                speech, speech_lengths, text, text_lengths, self.time_mask_ratio)
-        encoder_out, encoder_mask = self.encoder(speech, speech_lengths)
-        encoder_out_lens = encoder_mask.squeeze(1).sum(1)
-
-        loss_att: Optional[torch.Tensor] = None
-        acc_att: Optional[torch.Tensor] = None
-        if self.ctc_weight != 1.0:
-            loss_att, acc = self._calc_att_loss(encoder_out, encoder_mask, text, text_lengths)
-            acc_att = torch.tensor(acc)
-        loss_ctc: Optional[torch.Tensor] = None
-        if self.ctc_weight != 0.0:
-            loss_ctc = self.ctc(encoder_out, encoder_out_lens, text, text_lengths)
-        loss_cr: Optional[torch.Tensor] = None
-        if not torch.jit.is_scripting() and two:
-            loss_cr = consistency_loss(self.ctc.log_softmax(encoder_out), encoder_out_lens)
-        return {"loss": self._total_loss(loss_ctc, loss_att, loss_cr), "loss_att": loss_att,
-                "loss_ctc": loss_ctc, "loss_cr": loss_cr, "th_accuracy": acc_att}
-
-    def _total_loss(self, loss_ctc: Optional[torch.Tensor], loss_att: Optional[torch.Tensor],
-                    loss_cr: Optional[torch.Tensor]) -> torch.Tensor:
-        if loss_ctc is None:
-            assert loss_att is not None
-            loss = loss_att
-        elif loss_att is None:
-            loss = loss_ctc
-        else:
-            loss = self.ctc_weight * loss_ctc + (1 - self.ctc_weight) * loss_att
-        if loss_cr is not None:
-            loss = loss + self.cr_loss_scale * loss_cr
-        return loss
-
-    def _calc_att_loss(self, encoder_out: torch.Tensor, encoder_mask: torch.Tensor,
-                       ys_pad: torch.Tensor, ys_pad_lens: torch.Tensor
-                       ) -> Tuple[torch.Tensor, float]:
-        """Teacher-forced decoder loss (both directions mixed) and left-to-right accuracy."""
-        ys_in_pad, ys_out_pad = add_sos_eos(ys_pad, self.sos, self.eos, self.ignore_id)
-        ys_in_lens = ys_pad_lens + 1
-        r_ys_pad = reverse_pad_list(ys_pad, ys_pad_lens, float(self.ignore_id))
-        r_ys_in_pad, r_ys_out_pad = add_sos_eos(r_ys_pad, self.sos, self.eos, self.ignore_id)
-        decoder_out, r_decoder_out, _ = self.decoder(encoder_out, encoder_mask, ys_in_pad,
-                                                     ys_in_lens, r_ys_in_pad,
-                                                     self.reverse_weight)
-        loss_att = self.criterion_att(decoder_out, ys_out_pad)
-        if self.reverse_weight > 0.0:
-            r_loss_att = self.criterion_att(r_decoder_out, r_ys_out_pad)
-            loss_att = loss_att * (1 - self.reverse_weight) + r_loss_att * self.reverse_weight
-        acc_att = th_accuracy(decoder_out.view(-1, self.vocab_size), ys_out_pad,
-                              ignore_label=self.ignore_id)
-        return loss_att, acc_att
+        batch = (speech, speech_lengths, text, text_lengths)
+        for loss in self.losses.values():
+            if loss.active:
+                batch = loss.views(batch)
+        encoder_out, encoder_mask = self.encoder(batch[0], batch[1])
+        inputs = LossInputs(self, encoder_out, encoder_mask, encoder_mask.squeeze(1).sum(1),
+                            batch[2], batch[3])
+        return combine(self.losses.values(), inputs)
 
     def encode(self, speech: torch.Tensor, speech_lengths: torch.Tensor,
                decoding_chunk_size: int = -1, num_decoding_left_chunks: int = -1,

@@ -1,18 +1,19 @@
-"""Fixtures shared by every test folder (paths and helpers: tests/common.py).
+"""Fixtures and hooks shared by every test folder (paths and helpers: tests/common.py).
 
-Every test runs isolated from the checkout's state (``_isolated``): its working directory
-is a decoy recipe whose outputs contradict any real run's, and the kernel tells which
-files under the repository's own run outputs (``OUTPUT_DIRS``: what ``./run.sh`` writes)
-or under the decoy were opened, written, created, deleted or moved while it ran. Either
-fails the test by name: a test keeps its files in ``tmp_path`` and names tracked files by
-``REPO``, so the suite passes the same on a fresh clone and after ``./run.sh``.
+Every test runs isolated from the checkout's state (the pytest_* hooks at the end): its
+working directory is a decoy recipe whose files contradict any real run's, and the kernel
+tells which files under the repository's own run outputs (``OUTPUT_DIRS``, what
+``./run.sh`` writes) or under the decoy were opened, written, created, deleted or moved
+meanwhile. Either fails the test by name: a test keeps its files in ``tmp_path`` and
+names tracked files by ``REPO``, so the suite passes the same on a fresh clone and after
+``./run.sh`` (tests/test_isolation.py checks the check).
 """
 import ctypes
 import json
 import os
 import shutil
 import struct
-import warnings
+import tempfile
 from pathlib import Path
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
@@ -144,11 +145,12 @@ class _Isolation:
         self.decoy = decoy
         _write_decoy(decoy)
         self._watch: Optional[_TreeWatch] = None
+        self.unwatched = ""  # why the watch is off, if it is
         try:
             self._start()
         except (OSError, AttributeError) as e:  # not Linux, or no inotify watches left
-            warnings.warn(f"tests/conftest.py: no inotify ({e}): reads and writes of the "
-                          f"checkout's {', '.join(OUTPUT_DIRS)} are not checked")
+            self.unwatched = (f"no inotify ({e}): reads and writes of the checkout's "
+                              f"{', '.join(OUTPUT_DIRS)} were not checked")
 
     def _start(self) -> None:
         if self._watch is not None:
@@ -189,29 +191,45 @@ class _Isolation:
             self._watch.close()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _isolated_session(tmp_path_factory):
-    """For the whole session (module and session fixtures included) the working directory
-    is the decoy; anything left touched at the end fails the last test's teardown."""
-    start = os.getcwd()
-    iso = _Isolation(tmp_path_factory.mktemp("decoy_recipe"))
-    os.chdir(iso.decoy)
-    yield iso
-    os.chdir(start)
+_isolation: Optional[_Isolation] = None  # for the session: the decoy and the watch
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    global _isolation
+    _isolation = _Isolation(Path(tempfile.mkdtemp(prefix="decoy_recipe_")))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """From here on (fixtures of every scope included) the working directory is the decoy;
+    collection stays where pytest started, which resolves the command line's paths."""
+    os.chdir(_isolation.decoy)
+
+
+# Hooks, not an autouse fixture: a fixture costs pytest ~0.3 ms a test, the look ~30 us.
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    os.chdir(_isolation.decoy)  # whatever directory the previous test left
+    result = yield
+    _isolation.check(f"{item.nodeid} (setting up its fixtures; before the first test, "
+                     f"collecting the test modules)")
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: Optional[pytest.Item]):
     try:
-        iso.check("a module or session fixture's teardown")
-    finally:
-        iso.close()
+        return (yield)
+    finally:  # the test and its fixtures' teardown (module and session ones, at their end)
+        os.chdir(_isolation.decoy)
+        _isolation.check(item.nodeid)
 
 
-@pytest.fixture(autouse=True)
-def _isolated(request, _isolated_session):
-    """Each test starts in the decoy and fails if it (or its fixtures) used the checkout's
-    outputs or the decoy; a test that changed directory is put back for the next one."""
-    iso = _isolated_session
-    os.chdir(iso.decoy)
-    iso.check(f"{request.node.nodeid}'s module or session fixtures (or the previous test's "
-              f"teardown)")
-    yield
-    os.chdir(iso.decoy)
-    iso.check(request.node.nodeid)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    os.chdir(session.config.invocation_params.dir)
+    _isolation.close()
+    shutil.rmtree(_isolation.decoy, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if _isolation is not None and _isolation.unwatched:
+        terminalreporter.write_line(f"tests/conftest.py: {_isolation.unwatched}")

@@ -111,7 +111,7 @@ _DECOY_SET = {"text": "decoy-0001 DECOY TRANSCRIPT\n", "utt2spk": "decoy-0001 de
               "spk2utt": "decoy decoy-0001\n", "wav.scp": "decoy-0001 decoy/missing.wav\n",
               "data.list": "decoy/shards/missing.tar\n"}
 _DECOY_FILES = {
-    # 80 dims like real fbank, sums no frames give: a mean of 1e9, a negative variance
+    # 80 dims like real fbank, with sums no audio gives: a mean of 1e9, a negative variance
     "raw_wav/train/global_cmvn": json.dumps({"mean_stat": [1e9] * 80, "var_stat": [-1.0] * 80,
                                              "frame_num": 1}),
     **{f"{top}/{s}/{f}": text for top in ("data", "raw_wav") for s in ("train", "dev", "test")

@@ -8,6 +8,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT_PATH = Path(REPO)
 CONF_DIR = os.path.join(REPO, "conf")
 TOOLS_DIR = os.path.join(REPO, "tools")
+# What ./run.sh writes beside itself: no test may read or write the checkout's own
+# (conftest.py watches them), so the suite passes the same before and after a run.
+OUTPUT_DIRS = ("data", "raw_wav", "exp", "corpus")
 
 
 def load_tool(name: str) -> ModuleType:
@@ -16,3 +19,14 @@ def load_tool(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def recipe_copy(dest: Path) -> Path:
+    """A recipe dir at ``dest`` whose code is the checkout's (symlinks to run.sh, path.sh,
+    conf/, local/, tools/, wenet/, ...) and which holds none of its run outputs: run.sh
+    run there (``cwd=dest``) sees a fresh clone, whatever the checkout's last run left."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in sorted(os.listdir(REPO)):
+        if not name.startswith(".") and name not in OUTPUT_DIRS:
+            (dest / name).symlink_to(os.path.join(REPO, name))
+    return dest

@@ -12,7 +12,7 @@ import soundfile as sf
 import torch
 import yaml
 
-from tests.common import REPO
+from tests.common import REPO, recipe_copy
 from wenet.decode.options import DecodeOptions
 from wenet.inference.loader import find_checkpoint, load_model_dir
 from wenet.inference.recognizer import Recognizer
@@ -115,17 +115,18 @@ def test_hotwords_reach_the_search(tmp_path):
     (["--timestamps", "yes"], "--timestamps takes true or false"),
     (["--simulate_streaming", "1"], "--simulate_streaming takes true or false"),
 ])
-def test_run_sh_stage5_options_are_checked(args, message):
-    r = subprocess.run(["./run.sh", *args], cwd=REPO, capture_output=True, text=True)
+def test_run_sh_stage5_options_are_checked(args, message, tmp_path):
+    r = subprocess.run(["./run.sh", *args], cwd=recipe_copy(tmp_path), capture_output=True,
+                       text=True)
     assert r.returncode == 1 and message in r.stderr.splitlines()[0], r.stderr
 
 
-def test_run_sh_accepts_numbers_in_every_form():
+def test_run_sh_accepts_numbers_in_every_form(tmp_path):
     # valid values pass the option checks and stop at the stage order check
     r = subprocess.run(["./run.sh", "--ctc_weight", "-0.5", "--reverse_weight", ".3",
                         "--context_score", "2e-3", "--decoding_chunk_size", "16", "--gpu", "0",
-                        "--stage", "5", "--stop_stage", "4"], cwd=REPO, capture_output=True,
-                       text=True)
+                        "--stage", "5", "--stop_stage", "4"], cwd=recipe_copy(tmp_path),
+                       capture_output=True, text=True)
     assert r.returncode == 1 and "--stage 5 is after --stop_stage 4" in r.stderr
 
 

@@ -9,7 +9,7 @@ from typing import List
 import pytest
 from torch.utils.data import DataLoader
 
-from tests.common import REPO
+from tests.common import recipe_copy
 from tests.dataset.test_pipeline import (PLAIN, TABLE, _assert_same_batches, _train_conf, collect,
                                          make_corpus, write_shards)
 from wenet.dataset.dataset import Dataset
@@ -108,10 +108,11 @@ def test_cv_dataset_refuses_replay(tmp_path):
 
 
 def test_run_sh_refuses_a_missing_replay_list_and_a_bad_ratio(tmp_path):
+    recipe = recipe_copy(tmp_path / "recipe")
     for args, msg in [(["--replay_data", str(tmp_path / "none.list")], "--replay_data takes a data.list"),
                       (["--replay_ratio", "0"], "--replay_ratio takes a number > 0")]:
         r = subprocess.run(["bash", "run.sh", "--stage", "4", "--stop_stage", "4", *args],
-                           cwd=REPO, capture_output=True, text=True)
+                           cwd=recipe, capture_output=True, text=True)
         assert r.returncode != 0 and msg in r.stderr, r.stderr
 
 
@@ -149,13 +150,14 @@ def test_run_sh_refuses_a_replay_list_inside_the_dirs_it_rewrites(tmp_path):
     (feat / "train").mkdir(parents=True)
     (feat / "train" / "data.list").write_text("x.tar\n")
     (tmp_path / "elsewhere.list").write_text("x.tar\n")
+    recipe = recipe_copy(tmp_path / "recipe")
     for path in (feat / "train" / "data.list", feat / "train" / ".." / "train" / "data.list"):
         r = subprocess.run(["bash", "run.sh", "--stage", "4", "--stop_stage", "4", "--feat_dir",
                             str(feat), "--replay_data", str(path)],
-                           cwd=REPO, capture_output=True, text=True)
+                           cwd=recipe, capture_output=True, text=True)
         assert r.returncode != 0 and "which this corpus's stages 1 and 3 rewrite" in r.stderr
     # a list elsewhere passes this check and reaches the next one (the ratio's)
     r = subprocess.run(["bash", "run.sh", "--stage", "4", "--stop_stage", "4", "--feat_dir",
                         str(feat), "--replay_data", str(tmp_path / "elsewhere.list"),
-                        "--replay_ratio", "0"], cwd=REPO, capture_output=True, text=True)
+                        "--replay_ratio", "0"], cwd=recipe, capture_output=True, text=True)
     assert r.returncode != 0 and "--replay_ratio takes a number > 0" in r.stderr, r.stderr

@@ -5,7 +5,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tests.common import ROOT_PATH
+from tests.common import ROOT_PATH, recipe_copy
 
 ROOT = ROOT_PATH
 PARSER = ROOT / "tools" / "parse_options.sh"
@@ -119,16 +119,16 @@ def test_option_without_value_fails(demo: Path):
     assert "--nj needs a value" in r.stderr
 
 
-def test_run_sh_rejects_a_misspelt_option():
-    r = _run(["./run.sh", "--stop_stag", "3"], cwd=ROOT)
+def test_run_sh_rejects_a_misspelt_option(tmp_path: Path):
+    r = _run(["./run.sh", "--stop_stag", "3"], cwd=recipe_copy(tmp_path / "recipe"))
     assert r.returncode == 1
     assert "unknown option --stop_stag" in r.stderr
     assert "Usage:" in r.stderr
     assert "====" not in r.stdout  # no stage started
 
 
-def test_run_sh_help_exits_zero_with_usage():
-    r = _run(["./run.sh", "--help"], cwd=ROOT)
+def test_run_sh_help_exits_zero_with_usage(tmp_path: Path):
+    r = _run(["./run.sh", "--help"], cwd=recipe_copy(tmp_path / "recipe"))
     assert r.returncode == 0
     assert r.stdout.startswith("Usage: ./run.sh [options]")
     assert "--stage N / --stop_stage M" in r.stdout

@@ -97,9 +97,8 @@ def get_parser() -> argparse.ArgumentParser:
                    choices=["auto", "true", "false"],
                    help="page-locked batches, copied to the GPU asynchronously; auto (default): "
                         "on when training on CUDA (bare --pin_memory: true)")
-    p.add_argument("--tf32", default="true", choices=["true", "false"],
-                   help="on CUDA, float32 matmuls and convolutions in TF32 (default true: "
-                        "tensor cores, 10-bit mantissa); false keeps full float32")
+    p.add_argument("--tf32", default="true", choices=["true", "false"], help="on CUDA, float32 "
+                   "matmuls and convolutions in TF32 (tensor cores); false: full float32")
     p.add_argument("--use_amp", nargs="?", const="fp16", default="none",
                    choices=sorted(AMP_DTYPES) + ["auto"],
                    help="mixed precision: fp16 (with a grad scaler; bare --use_amp), bf16, none, "

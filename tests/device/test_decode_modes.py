@@ -132,3 +132,4 @@ def test_ensemble_of_two_models():
     ensemble = EnsembleModel([_model("conformer_u2pp", 0), _model("conformer_u2pp", 1)],
                              weights=[2.0, 1.0]).eval()
     _same_under_guard(ensemble, CTC_MODES, lambda: OPTIONS)
+    _same_under_guard(ensemble, CTC_MODES, lambda: DecodeOptions(beam_size=3))  # no reverse

@@ -1,8 +1,9 @@
 """Checkpoints written "on a GPU" load on a CPU-only machine: every tensor a training run
-saves (weights, model average, optimizer, scheduler, RNG) is written with the location tag
-``cuda:0``, as a GPU run's would be, and then resuming (CheckpointManager), averaging
-(average_model.py) and the model loader (wenet/inference/loader.py) read them here with
-the exact values; the loader moves a model to the device it is asked for."""
+saves (weights, model average, optimizer, scheduler, RNG states with a CUDA one) is
+written with the location tag ``cuda:0``, as a GPU run's would be, and then resuming
+(CheckpointManager), averaging (average_model.py) and the model loader
+(wenet/inference/loader.py) read them here with the exact values; the loader moves a
+model to the device it is asked for."""
 from __future__ import annotations
 
 import os
@@ -14,6 +15,7 @@ from tests.device.guard import META, assert_identical
 from tests.device.training import configs_for, executor_for, host_fetch
 from wenet.bin import average_model
 from wenet.inference.loader import load_model_dir
+from wenet.train import checkpoint_manager
 from wenet.train.config import save_yaml, train_yaml_configs
 
 
@@ -36,6 +38,9 @@ def gpu_run(corpus, tmp_path_factory):
     torch.set_num_threads(1)  # tiny model (see conftest.one_thread)
     with pytest.MonkeyPatch.context() as mp:
         _cuda_tagged(mp)
+        real_rng = checkpoint_manager.capture_rng_state  # plus a GPU's CUDA generator state
+        mp.setattr(checkpoint_manager, "capture_rng_state",
+                   lambda: {**real_rng(), "cuda": [torch.zeros(16, dtype=torch.uint8)]})
         executor, loader = executor_for(corpus, model_dir)
         executor.conf.keep_last_k = 2
         torch.manual_seed(1)
@@ -60,6 +65,9 @@ def test_the_files_say_cuda(gpu_run):
 def test_resume_reads_them_exactly(gpu_run, corpus, tmp_path):
     model_dir, saved = gpu_run
     fresh, _ = executor_for(corpus, str(tmp_path))
+    resume = torch.load(os.path.join(model_dir, "1.resume.pt"), map_location="cpu",
+                        weights_only=True)
+    assert "cuda" in resume["per_rank"][0]["rng"]  # restored only where CUDA is
     fresh.checkpoints.restore(fresh, os.path.join(model_dir, "1"))
     assert (fresh.state.epoch, fresh.state.step) == (1, saved.state.step) == (1, 6)
     assert_identical(saved.model.state_dict(), fresh.model.state_dict())

@@ -1,7 +1,8 @@
 """Every model family's forward, losses and gradients under the device guard
 (tests/device/guard.py) equal the unguarded run exactly, in training and in eval mode:
 no tensor of forward, loss or backward is made on a default device instead of the
-input's. The families together use every loss of the registry."""
+input's, in float32 and in bf16 autocast. The families together use every loss of the
+registry."""
 from __future__ import annotations
 
 from typing import Dict, Tuple
@@ -12,6 +13,7 @@ import torch
 from tests.device.families import FAMILIES, batch, build
 from tests.device.guard import assert_identical, meta_default
 from wenet.models import LOSSES
+from wenet.train.device import autocast_for
 
 
 @pytest.fixture(autouse=True)
@@ -58,4 +60,17 @@ def test_eval_forward_makes_no_tensor_off_the_inputs_device(family):
         torch.manual_seed(5)
         with meta_default():
             guarded = model(*inputs)
+    assert_identical(ref, guarded, family)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_bf16_autocast_training_makes_no_tensor_off_the_inputs_device(family):
+    """The same in bf16 autocast (train.py --use_amp bf16, what a GPU trains in), whose
+    float32 islands (CTC, the transducer lattices) are entered by device type."""
+    model = build(family).train()
+    inputs = batch()
+    with autocast_for(torch.device("cpu"), torch.bfloat16):
+        ref = _train_step(model, inputs, seed=6)
+        with meta_default():
+            guarded = _train_step(model, inputs, seed=6)
     assert_identical(ref, guarded, family)

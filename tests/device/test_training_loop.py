@@ -1,5 +1,5 @@
-"""The data pipeline (shards, fbank with dither, SpecAugment, shuffle, sort, collate)
-under the device guard gives exactly the unguarded batches; a few updates of the real
+"""The data pipeline (shards, speed perturbation, VTLP, fbank with dither, the feature
+cache, SpecAugment, shuffle, sort, collate) under the device guard gives exactly the unguarded batches; a few updates of the real
 training loop (wenet/train/executor.py: forward, backward, clipping, Adam, the schedule,
 the model average, CV) under the guard give exactly the unguarded weights."""
 from __future__ import annotations
@@ -40,17 +40,23 @@ def test_training_under_the_guard_equals_training_without_it(corpus, tmp_path):
     assert_identical(ref, guarded)
 
 
-def test_the_data_pipeline_under_the_guard(corpus):
+@pytest.mark.parametrize("changes", [{}, {"speed_perturb": True, "vtlp": True},
+                                     {"cache_features": True}],
+                         ids=["spec_aug", "speed_perturb_vtlp", "cache_features"])
+def test_the_data_pipeline_under_the_guard(corpus, changes):
     symbols = read_symbol_table(corpus["units"])
+    conf = dict(T.TINY_CONFIG["dataset_conf"], **changes)
 
     def batches():
         torch.manual_seed(2)  # the fbank's dither
-        data = Dataset("shard", corpus["train"], symbols, T.TINY_CONFIG["dataset_conf"], None,
-                       training=True, seed=3)
-        data.set_epoch(1)
-        return list(data)
+        data = Dataset("shard", corpus["train"], symbols, conf, None, training=True, seed=3)
+        out = []
+        for epoch in (0, 1):  # the second from the feature cache, when there is one
+            data.set_epoch(epoch)
+            out += list(data)
+        return out
     ref = batches()
-    assert len(ref) == 2 and ref[0]["feats"].dtype == torch.float32
+    assert len(ref) == 4 and ref[0]["feats"].dtype == torch.float32
     with meta_default():
         guarded = batches()
     assert_identical(ref, guarded)

@@ -36,8 +36,9 @@ from wenet.train.checkpoint import load_init_weights
 from wenet.train.checkpoint_manager import CheckpointManager, format_usage
 from wenet.train.config import (TrainConf, TrainingError, input_dim_of, override_config,
                                 save_yaml, train_yaml_configs)
-from wenet.train.device import (AMP_DTYPES, amp_dtype_for, compile_model, seed_everything,
-                                training_device, tune_host_memory)
+from wenet.train.device import (AMP_DTYPES, amp_dtype_for, compile_model, grad_scaler_for,
+                                pin_memory_for, seed_everything, set_tf32, training_device,
+                                tune_host_memory)
 from wenet.train.distributed import DistInfo, init_distributed, shutdown_distributed, under_torchrun
 from wenet.train.executor import Executor
 from wenet.train.guards import DiagnosticsDone, add_guard_arguments, guards_from_args
@@ -92,7 +93,12 @@ def get_parser() -> argparse.ArgumentParser:
                         "0: the data pipeline runs in the training process). Not the number "
                         "of training processes: that is the launcher's --num_cpu_workers")
     p.add_argument("--prefetch", type=int, default=100, help="batches prefetched per worker")
-    p.add_argument("--pin_memory", action="store_true")
+    p.add_argument("--pin_memory", nargs="?", const="true", default="auto",
+                   choices=["auto", "true", "false"],
+                   help="page-locked batches, copied to the GPU asynchronously; auto (default): "
+                        "on when training on CUDA (bare --pin_memory: true)")
+    p.add_argument("--tf32", default="true", choices=["true", "false"], help="on CUDA, float32 "
+                   "matmuls and convolutions in TF32 (tensor cores); false: full float32")
     p.add_argument("--use_amp", nargs="?", const="fp16", default="none",
                    choices=sorted(AMP_DTYPES) + ["auto"],
                    help="mixed precision: fp16 (with a grad scaler; bare --use_amp), bf16, none, "
@@ -177,14 +183,19 @@ def init_datasets(args: argparse.Namespace, configs: Dict[str, Any], symbols: Di
 
 
 def init_dataloaders(args: argparse.Namespace, info: DistInfo, train_set: Dataset,
-                     cv_set: Dataset) -> LoaderFactories:
-    """Factories of the epoch's training DataLoader and of the CV DataLoader."""
+                     cv_set: Dataset, device: torch.device) -> LoaderFactories:
+    """Factories of the epoch's training DataLoader and of the CV DataLoader (batches
+    pinned per --pin_memory for ``device``)."""
     num_workers = args.num_workers
-    if train_set.cache_features and num_workers > 0:
+    if train_set.cache_features and (num_workers > 0 or device.type == "cuda"):
         # workers are started afresh each epoch and would take their cache with them
-        logging.info("dataset_conf.cache_features: the data pipeline runs in the training "
-                     "process (num_workers 0 instead of %d)", num_workers)
+        log = logging.warning if device.type == "cuda" else logging.info
+        log("dataset_conf.cache_features: the data pipeline runs in the training process "
+            "(num_workers 0 instead of %d)%s", num_workers,
+            ", where it can starve the GPU: on a GPU use --override_config "
+            "'dataset_conf.cache_features false' --num_workers 4" if device.type == "cuda" else "")
         num_workers = 0
+    pin_memory = pin_memory_for(args.pin_memory, device)
     for dataset in (train_set, cv_set):  # refuses a raw list too short for every reader
         dataset.check_readers(info.world_size, num_workers)
 
@@ -193,7 +204,7 @@ def init_dataloaders(args: argparse.Namespace, info: DistInfo, train_set: Datase
         # or a resumed run's dropout stream would differ from an uninterrupted one.
         extra = {"prefetch_factor": args.prefetch} if num_workers > 0 else {}
         return torch.utils.data.DataLoader(
-            dataset, batch_size=None, num_workers=num_workers, pin_memory=args.pin_memory,
+            dataset, batch_size=None, num_workers=num_workers, pin_memory=pin_memory,
             generator=torch.Generator().manual_seed(args.seed + epoch), **extra)
 
     return (lambda epoch: loader(train_set, epoch)), (lambda: loader(cv_set, 0))
@@ -226,7 +237,7 @@ def init_executor(args: argparse.Namespace, conf: TrainConf, model: torch.nn.Mod
     amp_dtype = amp_dtype_for(args.use_amp, device)
     logging.info("mixed precision (--use_amp %s): %s", args.use_amp,
                  amp_dtype if amp_dtype is not None else "off, float32")
-    scaler = torch.amp.GradScaler(device.type) if amp_dtype is torch.float16 else None
+    scaler = grad_scaler_for(device, amp_dtype)
     module = model.module if info.distributed else model
     averager = ModelAverager(module.state_dict(), conf.average_period) if info.rank == 0 else None
     return Executor(model, optimizer, scheduler, conf, device, info, args.model_dir,
@@ -289,11 +300,12 @@ def _train(args: argparse.Namespace, info: DistInfo) -> None:
     draws of dataset, model and dropout depend on it)."""
     with _setup_errors():
         device = training_device(args.gpu, info.local_rank)
+        set_tf32(device, args.tf32 == "true")
         configs, conf, symbols = init_configs(args, info)
         checkpoints = init_checkpoints(args, conf, info)
         seed_everything(args.seed)
         train_set, cv_set = init_datasets(args, configs, symbols)
-        loaders = init_dataloaders(args, info, train_set, cv_set)
+        loaders = init_dataloaders(args, info, train_set, cv_set, device)
         model = init_model_for_training(args, configs, device, info)
         seed_everything(args.seed + info.rank)  # distinct dropout streams per rank
         executor = init_executor(args, conf, model, device, info, train_set, checkpoints)

@@ -186,4 +186,5 @@ def resample(wav: torch.Tensor, orig: int, new: int) -> torch.Tensor:
     """Band-limited resampling (torchaudio.functional.resample); identity when rates match."""
     if orig == new:
         return wav
-    return torchaudio.functional.resample(wav, orig, new)
+    with torch.device(wav.device):  # torchaudio makes part of its kernel on the default device
+        return torchaudio.functional.resample(wav, orig, new)

@@ -60,9 +60,10 @@ def _tables(sample_rate: int, num_mel_bins: int, window_size: int, fft_size: int
             vtln_warp: float = 1.0) -> Tuple[torch.Tensor, torch.Tensor]:
     """Povey window (window_size,) and mel matrix (fft_size // 2 + 1, bins), built once
     per warp factor (Kaldi's VTLN cut-offs: 100 Hz and 500 Hz under the Nyquist rate)."""
-    window = torch.hann_window(window_size, periodic=False).pow(0.85)
-    mel, _ = kaldi.get_mel_banks(num_mel_bins, fft_size, float(sample_rate),
-                                 20.0, 0.0, 100.0, -500.0, float(vtln_warp))
+    with torch.device("cpu"):  # host tables (cached), whatever torch's default device
+        window = torch.hann_window(window_size, periodic=False).pow(0.85)
+        mel, _ = kaldi.get_mel_banks(num_mel_bins, fft_size, float(sample_rate),
+                                     20.0, 0.0, 100.0, -500.0, float(vtln_warp))
     mel = torch.nn.functional.pad(mel.float(), (0, 1)).t().contiguous()
     return window, mel
 
@@ -99,7 +100,7 @@ def compute_fbank(wav: torch.Tensor, sample_rate: int,
     window, mel = _tables(sample_rate, num_mel_bins, window_size, fft_size, vtln_warp)
     frames = (wav[0].float() * (1 << 15)).unfold(0, window_size, window_shift)
     if dither != 0.0:
-        frames = frames + torch.randn(frames.shape) * dither
+        frames = frames + torch.randn(frames.shape, device=frames.device) * dither
     frames = frames - frames.mean(dim=1, keepdim=True)
     emphasised = torch.empty_like(frames)
     emphasised[:, 1:] = frames[:, 1:] - _PREEMPHASIS * frames[:, :-1]

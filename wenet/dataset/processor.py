@@ -25,6 +25,8 @@ from wenet.dataset.audio import resample, to_mono
 from wenet.dataset.fbank import FeatureConf, compute_fbank
 from wenet.dataset.sources import Sample
 
+HOST = torch.device("cpu")  # the pipeline's tensors, whatever torch's default device
+
 
 # ---------------------------------------------------------------- waveform stages
 
@@ -240,13 +242,15 @@ def pad_batch(batches: Iterable[List[Sample]], stats: PipelineStats) -> Iterator
     for batch in batches:
         batch = sorted(batch, key=lambda s: s["feat"].size(0), reverse=True)
         feats = [s["feat"] for s in batch]
-        labels = [torch.tensor(s["label"], dtype=torch.int64) for s in batch]
+        labels = [torch.tensor(s["label"], dtype=torch.int64, device=HOST) for s in batch]
         stats.utterances += len(batch)
         stats.batches += 1
         yield {
             "keys": [s["key"] for s in batch],
             "feats": pad_sequence(feats, batch_first=True, padding_value=0.0),
-            "feats_lengths": torch.tensor([f.size(0) for f in feats], dtype=torch.int64),
+            "feats_lengths": torch.tensor([f.size(0) for f in feats], dtype=torch.int64,
+                                          device=HOST),
             "target": pad_sequence(labels, batch_first=True, padding_value=-1),
-            "target_lengths": torch.tensor([len(x) for x in labels], dtype=torch.int64),
+            "target_lengths": torch.tensor([len(x) for x in labels], dtype=torch.int64,
+                                           device=HOST),
         }

@@ -167,16 +167,19 @@ class ContextGraph:
             if bad:
                 raise ValueError(f"context phrase units {bad} outside the vocabulary "
                                  f"of size {vocab_size}")
-            column = torch.full((vocab_size,), len(alphabet), dtype=torch.long)
-            column[torch.tensor(alphabet, dtype=torch.long)] = torch.arange(len(alphabet))
+            cpu = torch.device("cpu")  # built on the host, then moved to ``device``
+            column = torch.full((vocab_size,), len(alphabet), dtype=torch.long, device=cpu)
+            column[torch.tensor(alphabet, dtype=torch.long, device=cpu)] = torch.arange(
+                len(alphabet), device=cpu)
             S = len(self.children)
-            nxt = torch.zeros(S, len(alphabet) + 1, dtype=torch.long)
-            bonus = torch.zeros(S, len(alphabet) + 1, dtype=torch.float64)
+            nxt = torch.zeros(S, len(alphabet) + 1, dtype=torch.long, device=cpu)
+            bonus = torch.zeros(S, len(alphabet) + 1, dtype=torch.float64, device=cpu)
             for s in range(S):
                 for a, t in enumerate(alphabet):
                     bonus[s, a], nxt[s, a] = self.forward_one_step(s, t)
                 bonus[s, -1] = -self.context_score * self.depth[s]
-            final = torch.tensor([self.finalize(s)[0] for s in range(S)], dtype=torch.float64)
+            final = torch.tensor([self.finalize(s)[0] for s in range(S)], dtype=torch.float64,
+                                 device=cpu)
             self._tables[key] = (column.to(device), nxt.to(device),
                                  bonus.float().to(device), final.float().to(device))
         return self._tables[key]

@@ -21,6 +21,8 @@ from wenet.decode.context_graph import ContextGraph
 from wenet.decode.ctc import initial_beam, nbest_lists, prefix_step
 from wenet.decode.hyps import NEG_INF, Hyp, NBest
 
+CPU = torch.device("cpu")
+
 
 class CtcPrefixBeamState:
     """CTC prefix beam search of one utterance whose log-probabilities arrive in pieces.
@@ -38,23 +40,24 @@ class CtcPrefixBeamState:
         self.blank_skip_threshold = blank_skip_threshold
         self.context_graph = context_graph
         self._tables = None  # the graph's tables, built for the vocabulary on first use
-        self._beam = initial_beam(1, beam_size, torch.device("cpu"), context_graph is not None)
+        self._beam = initial_beam(1, beam_size, CPU, context_graph is not None)
         self._prefixes: List[List[Optional[Hyp]]] = [[()] + [None] * (beam_size - 1)]
         self.frames = 0
 
     @torch.no_grad()
     def advance(self, logprobs: torch.Tensor) -> None:
         """Feed CTC log-probabilities (T, V) of the next frames."""
-        lp_all = logprobs.float().unsqueeze(0)
+        # the beam lives on the CPU (its prefixes are Python lists): bring the frames there
+        lp_all = logprobs.float().to(CPU).unsqueeze(0)
         T, V = logprobs.shape
         if self.blank_skip_threshold is not None:
             skip = lp_all[:, :, self.blank_id] > math.log(self.blank_skip_threshold)
         else:
-            skip = torch.zeros(1, T, dtype=torch.bool)
+            skip = torch.zeros(1, T, dtype=torch.bool, device=CPU)
         topk_lp, topk_ids = lp_all.topk(min(self.beam_size, V), dim=-1)
         if self.context_graph is not None and self._tables is None:
-            self._tables = self.context_graph.tables(V, torch.device("cpu"))
-        active = torch.ones(1, dtype=torch.bool)
+            self._tables = self.context_graph.tables(V, CPU)
+        active = torch.ones(1, dtype=torch.bool, device=CPU)
         beam = self._beam
         for t in range(T):
             total = torch.logaddexp(beam.pb, beam.pnb)

@@ -65,7 +65,8 @@ class _EnsembleDecoder(torch.nn.Module):
                                      f"decoders; {type(model.decoder).__name__} has none")
                 r_parts.append(torch.log_softmax(r_x.float(), dim=-1))
         left = _log_mean(l_parts, owner.log_weights)
-        right = _log_mean(r_parts, owner.log_weights) if r_parts else torch.zeros(0)
+        right = (_log_mean(r_parts, owner.log_weights) if r_parts
+                 else torch.zeros(0, device=left.device))
         return left, right, olens
 
     def forward_one_step(self, memory: torch.Tensor, memory_mask: torch.Tensor,

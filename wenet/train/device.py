@@ -1,7 +1,9 @@
-"""Where and how this process computes: its device, the mixed-precision dtype, the host
-allocator, ``torch.compile`` and the seeds of python, numpy and torch."""
+"""Where and how this process computes: its device, mixed precision (the autocast dtype
+and the loss scaler), TF32, pinned memory and host-to-device copies, the host allocator,
+``torch.compile`` and the seeds of python, numpy and torch."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import random
@@ -92,3 +94,61 @@ def amp_dtype_for(choice: str, device: torch.device) -> Optional[torch.dtype]:
         probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
         native = any(getattr(torch.cpu, name, lambda: False)() for name in probes)
     return torch.bfloat16 if native else None
+
+
+def autocast_for(device: torch.device, amp_dtype: Optional[torch.dtype]
+                 ) -> contextlib.AbstractContextManager:
+    """``torch.amp.autocast`` of ``device``'s type in ``amp_dtype`` (None: full precision,
+    a context that does nothing)."""
+    if amp_dtype is None:
+        return contextlib.nullcontext()
+    return torch.amp.autocast(device.type, dtype=amp_dtype)
+
+
+def grad_scaler_for(device: torch.device, amp_dtype: Optional[torch.dtype]
+                    ) -> Optional[torch.amp.GradScaler]:
+    """The loss scaler mixed precision needs: fp16's narrow exponent range makes small
+    gradients underflow, so fp16 gets a ``torch.amp.GradScaler`` of the device's type;
+    bf16 has float32's range and, like full precision, trains without one."""
+    return torch.amp.GradScaler(device.type) if amp_dtype is torch.float16 else None
+
+
+def set_tf32(device: torch.device, enabled: bool) -> bool:
+    """train.py --tf32: let float32 matmuls and convolutions on a CUDA device run in TF32
+    (tensor cores, 10-bit mantissa; several times faster on Ampere and later), or keep
+    them in full float32 (``enabled`` False). Only CUDA has TF32: on any other device
+    nothing is changed. True if the flags were set.
+
+    Uses the ``fp32_precision`` settings where torch has them (2.9+; mixing them with
+    the older ``allow_tf32`` flags is an error there), else ``allow_tf32``.
+    """
+    if device.type != "cuda":
+        return False
+    backends = torch.backends
+    if hasattr(backends.cuda.matmul, "fp32_precision") and hasattr(backends.cudnn, "conv"):
+        mode = "tf32" if enabled else "ieee"
+        backends.cuda.matmul.fp32_precision = mode
+        backends.cudnn.conv.fp32_precision = mode
+        backends.cudnn.rnn.fp32_precision = mode
+    else:  # torch before 2.9
+        backends.cuda.matmul.allow_tf32 = enabled
+        backends.cudnn.allow_tf32 = enabled
+    logging.info("float32 matmuls and convolutions on %s: %s", device,
+                 "TF32 allowed (--tf32 true)" if enabled else "full float32 (--tf32 false)")
+    return True
+
+
+def pin_memory_for(choice: str, device: torch.device) -> bool:
+    """train.py --pin_memory: ``auto`` pins the batches (page-locked host memory, whose
+    copies to the GPU can overlap compute, see ``to_device``) only when training on CUDA;
+    ``true``/``false`` force it."""
+    if choice not in ("auto", "true", "false"):
+        raise ValueError(f"pin_memory must be auto, true or false, got {choice!r}")
+    return device.type == "cuda" if choice == "auto" else choice == "true"
+
+
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``tensor`` on ``device``; a copy from pinned memory is asynchronous (non_blocking),
+    any other copy is synchronous, as an asynchronous copy from pageable memory would
+    not overlap anything."""
+    return tensor.to(device, non_blocking=tensor.is_pinned())

@@ -37,6 +37,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from wenet.train.checkpoint_manager import CheckpointManager
 from wenet.train.config import TrainConf, TrainingError
+from wenet.train.device import autocast_for, to_device
 from wenet.train.distributed import DistInfo
 from wenet.train.guards import GradScaleGuard
 from wenet.train.model_average import ModelAverager
@@ -225,7 +226,7 @@ class Executor:
             self.module.set_training_step(self.state.step)
         try:
             with self._autocast():
-                out = self.model(*self._inputs(batch, non_blocking=True))
+                out = self.model(*self._inputs(batch))
             if not torch.isfinite(out["loss"].detach()).all():
                 nonfinite = 1.0
         except torch.cuda.OutOfMemoryError:
@@ -331,15 +332,14 @@ class Executor:
                            f"epoch {st.epoch} batch {st.batches_done}: stopping; the batch and the "
                            f"model are in {where}")
 
-    def _inputs(self, batch: Dict[str, Any], non_blocking: bool = False) -> List[torch.Tensor]:
-        """The model's four inputs of ``batch`` on the training device."""
-        return [batch[key].to(self.device, non_blocking=non_blocking)
+    def _inputs(self, batch: Dict[str, Any]) -> List[torch.Tensor]:
+        """The model's four inputs of ``batch`` on the training device (asynchronous
+        copies when the loader pinned them: train.py --pin_memory)."""
+        return [to_device(batch[key], self.device)
                 for key in ("feats", "feats_lengths", "target", "target_lengths")]
 
     def _autocast(self):
-        if self.amp_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+        return autocast_for(self.device, self.amp_dtype)
 
     def _free_cuda(self) -> None:
         if self.device.type == "cuda":

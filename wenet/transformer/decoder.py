@@ -65,7 +65,7 @@ class TransformerDecoder(torch.nn.Module):
         if self.use_output_layer:
             x = self.output_layer(x)
         olens = tgt_mask.sum(1)
-        return x, torch.tensor(0.0), olens
+        return x, torch.tensor(0.0, device=x.device), olens  # no right-to-left output
 
     def forward_one_step(self, memory: torch.Tensor, memory_mask: torch.Tensor,
                          tgt: torch.Tensor, tgt_mask: torch.Tensor,
@@ -119,7 +119,7 @@ class BiTransformerDecoder(torch.nn.Module):
         target. The right decoder runs only when reverse_weight > 0, otherwise
         its output is tensor(0.). Returns (l_logits, r_logits, olens)."""
         l_x, _, olens = self.left_decoder(memory, memory_mask, ys_in_pad, ys_in_lens)
-        r_x = torch.tensor(0.0)
+        r_x = torch.tensor(0.0, device=l_x.device)
         if reverse_weight > 0.0:
             r_x, _, olens = self.right_decoder(memory, memory_mask, r_ys_in_pad, ys_in_lens)
         return l_x, r_x, olens

@@ -134,7 +134,7 @@ class AttentionLoss(Loss):
             loss_att = loss_att * (1 - self.reverse_weight) + r_loss_att * self.reverse_weight
         acc = th_accuracy(decoder_out.view(-1, m.vocab_size), ys_out_pad,
                           ignore_label=m.ignore_id)
-        return {self.key: loss_att, "th_accuracy": torch.tensor(acc)}
+        return {self.key: loss_att, "th_accuracy": torch.tensor(acc, device=decoder_out.device)}
 
 
 class CRCTCLoss(Loss):

@@ -70,14 +70,15 @@ def add_optional_chunk_mask(xs: torch.Tensor, masks: torch.Tensor,
             chunk_size = max_len
             num_left_chunks = -1
             if max_len > 1:
-                draw = int(torch.randint(1, max_len, (1,)).item())
+                # host-side draws from the CPU generator, on any device: no device sync
+                draw = int(torch.randint(1, max_len, (1,), device="cpu").item())
                 if draw <= max_len // 2:
                     chunk_size = draw % 25 + 1
                     if use_dynamic_left_chunk:
                         max_left_chunks = (max_len - 1) // chunk_size
                         if max_left_chunks > 0:
                             num_left_chunks = int(
-                                torch.randint(0, max_left_chunks, (1,)).item())
+                                torch.randint(0, max_left_chunks, (1,), device="cpu").item())
         chunk_masks = subsequent_chunk_mask(xs.size(1), chunk_size, num_left_chunks,
                                             xs.device)
         return masks & chunk_masks.unsqueeze(0)

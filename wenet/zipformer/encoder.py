@@ -183,11 +183,12 @@ class ZipformerEncoder(StreamingEncoder):
         if decoding_chunk_size > 0:
             self.check_decoding_chunk(decoding_chunk_size)
             return 2 * decoding_chunk_size, num_decoding_left_chunks
-        draw = int(torch.randint(0, len(self.chunk_size), (1,)).item())
+        # host-side draws from the CPU generator, whatever the model's device: no device sync
+        draw = int(torch.randint(0, len(self.chunk_size), (1,), device="cpu").item())
         chunk = self.chunk_size[draw]
         if chunk < 0:
             return -1, -1
-        draw = int(torch.randint(0, len(self.left_context_frames), (1,)).item())
+        draw = int(torch.randint(0, len(self.left_context_frames), (1,), device="cpu").item())
         left = self.left_context_frames[draw]
         return chunk, (-1 if left < 0 else left // chunk)
 

@@ -96,6 +96,15 @@ class LoadedModel:
     device: torch.device
 
 
+def min_input_frames(model: Any) -> int:
+    """Feature frames the model needs for one encoder output frame: its subsampling front
+    end's right context + 1 (the main Zipformer config: 9 frames, 0.105 s of audio).
+    Shorter input has no encoder output, so recognition refuses it up front
+    (``features.feature_batches``) instead of failing inside the encoder. ``model`` is an
+    eager model, an ensemble or a :class:`ScriptedModel` (``right_context`` is exported)."""
+    return int(model.right_context()) + 1
+
+
 def find_checkpoint(path: str) -> str:
     """The checkpoint an experiment dir decodes with: the newest ``avg_*.pt``, else
     ``final.pt``, else the newest epoch ``{N}.pt``; FileNotFoundError naming the dir."""

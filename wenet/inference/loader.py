@@ -97,11 +97,19 @@ class LoadedModel:
 
 
 def min_input_frames(model: Any) -> int:
-    """Feature frames the model needs for one encoder output frame: its subsampling front
-    end's right context + 1 (the main Zipformer config: 9 frames, 0.105 s of audio).
-    Shorter input has no encoder output, so recognition refuses it up front
-    (``features.feature_batches``) instead of failing inside the encoder. ``model`` is an
-    eager model, an ensemble or a :class:`ScriptedModel` (``right_context`` is exported)."""
+    """Feature frames the model needs for one encoder output frame, as its encoder says
+    (``min_input_frames``: the subsampling front end's right context + 1, or the
+    Zipformer front end's context: 9 frames, 0.105 s of audio in the main config); for an
+    ensemble, the largest of its models'. Shorter input has no encoder output, so
+    recognition refuses it up front (``features.feature_batches``) instead of failing
+    inside the encoder. ``model``: an eager model, an ensemble or a :class:`ScriptedModel`
+    (TorchScript keeps the method: the encoder's forward calls it)."""
+    members = getattr(model, "models", None)
+    if members is not None:
+        return max(min_input_frames(m) for m in members)
+    encoder = getattr(model, "encoder", None)
+    if encoder is not None and hasattr(encoder, "min_input_frames"):
+        return int(encoder.min_input_frames())
     return int(model.right_context()) + 1
 
 

@@ -46,7 +46,7 @@ PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static", "index
 class ServerConfig:
     """Where to listen and the limits of every connection."""
 
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"            # this machine only; "0.0.0.0": every interface
     port: int = 10086
     max_clients: int = 16
     num_workers: int = 2               # threads running model work

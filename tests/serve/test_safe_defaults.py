@@ -5,6 +5,7 @@ import asyncio
 import json
 
 import pytest
+from websockets.asyncio.client import connect
 
 from tests.serve.server_thread import ServerThread
 from tests.serve.test_server import _exchange
@@ -60,3 +61,35 @@ def test_unknown_start_keys_are_refused(model_dir, one_thread):
         result = asyncio.run(stream_audio(srv.url, pcm, start=start))
         assert result.messages[-1] == {"status": "ok", "type": "speech_end"}
         assert result.text
+
+
+
+async def _until_speech_end(url, *messages):
+    """Send the messages; the answers up to speech_end (or an error)."""
+    answers = []
+    async with connect(url, max_size=None) as ws:
+        for m in messages:
+            await ws.send(m)
+        while not answers or answers[-1].get("type") not in ("speech_end", None):
+            answers.append(json.loads(await asyncio.wait_for(ws.recv(), 60)))
+    return answers
+
+
+def test_an_empty_audio_message_is_zero_samples(model_dir, one_thread):
+    """Any whole number of samples per message, zero included: the stream's result is the
+    same with empty messages between the audio (it was a failed message in numpy's
+    words, "both buffer length (0) and count (-1) must not be 0")."""
+    pcm = read_pcm16(str(model_dir / "u2.wav"))
+    start = json.dumps({"signal": "start", "nbest": 1})
+    end = json.dumps({"signal": "end"})
+    half = len(pcm) // 4 * 2
+    with _server(model_dir) as srv:
+        plain = asyncio.run(_until_speech_end(srv.url, start, pcm, end))
+        padded = asyncio.run(_until_speech_end(srv.url, start, b"", pcm[:half], b"",
+                                               pcm[half:], b"", end))
+        empty = asyncio.run(_until_speech_end(srv.url, start, b"", end))
+    assert plain[-1] == {"status": "ok", "type": "speech_end"}
+    assert [a for a in padded if a.get("type") != "partial_result"] == \
+        [a for a in plain if a.get("type") != "partial_result"]
+    assert empty[-1] == {"status": "ok", "type": "speech_end"}
+    assert all(a["status"] == "ok" for a in empty)

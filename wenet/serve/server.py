@@ -158,6 +158,8 @@ class RecognitionServer:
         if len(data) % 2:
             raise ProtocolError(f"binary message of {len(data)} bytes: audio must be 16-bit "
                                 "samples (an even number of bytes)")
+        if not data:  # zero samples: nothing to do (torch.frombuffer refuses empty buffers)
+            return recognizer
         seconds = recognizer.audio_seconds + len(data) / 2 / 16000
         if seconds > self.config.max_session_s:
             raise ProtocolError(f"stream longer than {self.config.max_session_s:g} s of audio "

@@ -206,3 +206,14 @@ def test_alignment_exit_status(model_dir, tmp_path):
     assert align("--keep_going") == 0
     assert sorted({line.split()[0] for line in (tmp_path / "words").read_text().splitlines()}) \
         == ["g0", "g3"]
+
+
+def test_no_audio_among_the_inputs_is_an_error(tmp_path, caplog):
+    (tmp_path / "notes.txt").write_text("")  # an empty list file: no audio
+    (tmp_path / "audio").mkdir()             # a directory without audio files
+    with caplog.at_level(logging.ERROR):
+        rc = transcribe_main(["--model_dir", str(tmp_path), str(tmp_path / "notes.txt"),
+                              str(tmp_path / "audio")])
+    assert rc == 1
+    assert f"no audio among the inputs: {tmp_path / 'notes.txt'} {tmp_path / 'audio'}" in \
+        caplog.text

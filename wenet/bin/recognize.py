@@ -249,6 +249,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s")
     report = recognize(args)
+    if report["utterances"] == 0:
+        logging.error("no utterance of %s was decoded", args.test_data)
     return exit_status(report["utterances"], report["failed"], args.keep_going)
 
 

@@ -144,6 +144,8 @@ def transcribe(args: argparse.Namespace,
     The inputs that gave no result are logged and added to ``failures``."""
     failures = [] if failures is None else failures
     items = audio_inputs(args.audio)
+    if not items:
+        raise ValueError(f"no audio among the inputs: {' '.join(args.audio)}")
     if args.output == "-":
         results = _emit(args, items, sys.stdout, failures)
     else:

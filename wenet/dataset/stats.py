@@ -4,6 +4,11 @@ Every stage that drops or repairs an utterance records a reason here instead of
 failing silently. Each DataLoader worker owns one ``PipelineStats`` per pass over
 its part of the data; the summary is logged when the pass ends, so a bad corpus
 shows up as numbers in the training log, not as a crash or as quiet data loss.
+
+Recognition keeps more: :class:`RecordingStats` also lists each skipped input as an
+:class:`InputFailure` (key, source, reason), and :func:`exit_status` is the one rule by
+which transcribe.py, recognize.py and alignment.py turn processed and failed counts into
+their exit status.
 """
 from __future__ import annotations
 

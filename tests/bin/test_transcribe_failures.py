@@ -174,20 +174,22 @@ def test_api_raises_one_documented_exception(model_dir):
 def test_recognize_leaves_a_short_utterance_out_and_says_so(model_dir, tmp_path):
     d = model_dir
     outs = {}
-    for name, keys in (("alone", GOOD), ("mixed", ["g0", "g1", "short", "g2", "g3"])):
+    for name, keys, extra in (("alone", GOOD, []),
+                              ("mixed", ["g0", "g1", "short", "g2", "g3"], []),
+                              ("mixed", ["g0", "g1", "short", "g2", "g3"], ["--keep_going"]),
+                              ("unreadable", GOOD + ["notes"], [])):
         data = tmp_path / f"{name}.list"
         data.write_text("".join(json.dumps({"key": k, "wav": _wav(d, k)}) + "\n" for k in keys))
-        for extra in ([], ["--keep_going"]):
-            out = tmp_path / f"{name}{len(extra)}"
-            rc = recognize_main(["--config", str(d / "train.yaml"), "--test_data", str(data),
-                                 "--checkpoint", str(d / "avg_2.pt"), "--dict",
-                                 str(d / "units.txt"), "--batch_size", "3", "--modes",
-                                 "ctc_greedy_search attention_rescoring", "--result_dir",
-                                 str(out), *extra])
-            outs[name, len(extra)] = (rc, read_hyps(out / "attention_rescoring" / "text"))
+        out = tmp_path / f"{name}{len(extra)}"
+        rc = recognize_main(["--config", str(d / "train.yaml"), "--test_data", str(data),
+                             "--checkpoint", str(d / "avg_2.pt"), "--dict", str(d / "units.txt"),
+                             "--batch_size", "3", "--modes", "ctc_greedy_search",
+                             "--result_dir", str(out), *extra])
+        outs[name, len(extra)] = (rc, read_hyps(out / "ctc_greedy_search" / "text"))
     assert outs["alone", 0][0] == 0
     assert outs["mixed", 0] == (1, outs["alone", 0][1])
     assert outs["mixed", 1] == (0, outs["alone", 0][1])
+    assert outs["unreadable", 0] == (1, outs["alone", 0][1])  # the data pipeline's skip
 
 
 def test_alignment_exit_status(model_dir, tmp_path):

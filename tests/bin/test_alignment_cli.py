@@ -66,7 +66,7 @@ def _run(d, out_dir, batch_size, *extra):
     rc = alignment_main(["--config", str(d / "train.yaml"), "--checkpoint", str(d / "model.pt"),
                          "--input_file", str(d / "data.list"), "--dict", str(d / "units.txt"),
                          "--result_file", str(out_dir / "words"), "--batch_size", str(batch_size),
-                         "--ctm", str(out_dir / "ctm"), *extra])
+                         "--ctm", str(out_dir / "ctm"), "--keep_going", *extra])
     assert rc == 0
     return out_dir
 
@@ -199,7 +199,7 @@ def test_shards_align_like_the_raw_list(setup, tmp_path):
     assert alignment_main(["--config", str(d / "train.yaml"), "--checkpoint", str(d / "model.pt"),
                            "--input_file", str(tmp_path / "shards.list"), "--data_type", "shard",
                            "--dict", str(d / "units.txt"), "--result_file", str(out / "words"),
-                           "--batch_size", "2"]) == 0
+                           "--batch_size", "2", "--keep_going"]) == 0
     assert _lines(out / "words") == [row for row in _lines(raw / "words") if row[0] in ("u0", "u3")]
     assert [row[:2] for row in _lines(out / "words.failed")] == [["oov", "unit"]]
 

@@ -62,7 +62,7 @@ def layout(tmp_path_factory):
     wav_dir.mkdir(parents=True)
     rng = np.random.default_rng(0)
     for i, key in enumerate(KEYS):
-        n = int(16000 * (1.0 + 0.3 * i))
+        n = int(16000 * (2.0 + 0.2 * i))  # long enough for every transcript to align
         t = np.arange(n) / 16000
         wav = 0.3 * np.sin(2 * np.pi * (220 + 90 * i) * t * (1 + 0.5 * t))
         sf.write(wav_dir / f"{key}.wav", (wav + 0.02 * rng.standard_normal(n)).astype(np.float32),

@@ -401,3 +401,32 @@ def test_stage_5_averages_what_a_short_run_kept(recipe: Path):
     assert r.returncode == 0 and "averaging" not in r.stderr, r.stderr
     [avg] = [c for c in calls(recipe) if c.startswith("average_model.py")]
     assert "[--dst_model] [exp/synth_train_zipformer/avg_2.pt]" in avg and "[--num] [2]" in avg
+
+
+def test_stage_5_averages_a_one_epoch_run_for_real(recipe: Path):
+    """The real average_model.py on what a one-epoch run leaves (``0.pt`` and ``0.yaml``
+    with its cv_loss, a step checkpoint): stage 5 writes avg_1.pt, epoch 0's weights, and
+    decodes it (the failure of issue 35: "asked to average 2 checkpoints but found only 1")."""
+    import torch
+
+    from wenet.train.checkpoint import save_checkpoint, step_base
+    _stub_stage_5(recipe)
+    (recipe / "wenet" / "bin" / "average_model.py").write_text(
+        f"import runpy, sys\nsys.path.insert(0, {str(ROOT)!r})\n"
+        f"runpy.run_path({str(ROOT / 'wenet' / 'bin' / 'average_model.py')!r}, "
+        "run_name='__main__')\n")
+    exp = recipe / "exp" / "synth_train_zipformer"
+    torch.manual_seed(0)
+    state = {"w": torch.randn(3, 2), "b": torch.randn(2), "steps": torch.tensor(7)}
+    save_checkpoint(str(exp / "0"), state, {"epoch": 0, "step": 10, "lr": 1e-3, "cv_loss": 3.5})
+    save_checkpoint(step_base(str(exp), 5), state, {"epoch": 0, "step": 5, "lr": 1e-3})
+    r = run_sh(recipe, ["--stage", "5", "--stop_stage", "5", "--decode_modes",
+                        "attention_rescoring"])
+    assert r.returncode == 0, r.stderr
+    assert ("run.sh: exp/synth_train_zipformer holds 1 epoch checkpoint(s): averaging 1, not "
+            "--average_num 2") in r.stderr
+    averaged = torch.load(exp / "avg_1.pt", weights_only=True)
+    assert averaged.keys() == state.keys()
+    assert all(torch.equal(averaged[k], state[k]) for k in state)
+    [rec] = [c for c in calls(recipe) if c.startswith("recognize.py")]
+    assert "[--checkpoint] [exp/synth_train_zipformer/avg_1.pt]" in rec

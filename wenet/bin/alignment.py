@@ -11,8 +11,9 @@ Writes, for every utterance that aligns:
 An utterance that cannot be aligned (unreadable audio, empty transcript, a unit not
 in the dictionary, too few frames) is logged and written to ``--failed_file``
 (default ``<result_file>.failed``) as ``key reason: detail``, and skipped; the last
-log line counts aligned and failed utterances by reason. The exit status is 0 even
-when some fail (it is 1 when none aligns).
+log line counts aligned and failed utterances by reason. Exit status: 0 when every
+utterance aligned, 1 when any failed or none aligned; with ``--keep_going``, 0 as long
+as one aligned (``wenet.dataset.stats.exit_status``).
 
 Word times are CTC's (a word starts at the first frame of its first token and ends
 after the last frame of its last token; frame ``f`` is at ``f`` x subsampling x frame
@@ -40,12 +41,13 @@ from wenet.alignment.aligner import (Aligner, Alignment, Failure, align_data_lis
 from wenet.decode.options import (ENCODER, add_refine_options, add_search_options,
                                    refine_conf, search_options)
 from wenet.alignment.formats import ctm_lines, textgrid_text
+from wenet.dataset.stats import EXIT_STATUS_HELP, exit_status
 from wenet.inference.loader import load_model_dir
 from wenet.utils.file_utils import atomic_open, atomic_write_text
 
 
 def get_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=EXIT_STATUS_HELP)
     p.add_argument("--config", required=True, help="train.yaml of the experiment")
     p.add_argument("--checkpoint", default=None, help="model state_dict")
     p.add_argument("--input_file", "--test_data", dest="input_file", required=True,
@@ -68,6 +70,8 @@ def get_parser() -> argparse.ArgumentParser:
     add_search_options(p, ENCODER)
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--gpu", type=int, default=-1, help="GPU index, -1 for CPU")
+    p.add_argument("--keep_going", action="store_true",
+                   help="exit 0 when some utterances failed but at least one aligned")
     return p
 
 
@@ -96,7 +100,7 @@ def _write_alignment(ali: Alignment, outs: dict, textgrid_dir: Optional[str]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    """Align ``args.input_file``; write the outputs; 0 when at least one utterance aligned."""
+    """Align ``args.input_file``; write the outputs; the exit status (module docstring)."""
     device = torch.device(f"cuda:{args.gpu}" if args.gpu >= 0 else "cpu")
     loaded = load_model_dir("", device, args.checkpoint, config=args.config, units=args.dict,
                             bpe_model=args.bpe_model)
@@ -129,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
                     aligned += 1
                     _write_alignment(item, outs, textgrid_dir)
     logging.info("%s", summary(aligned, failures))
-    return 0 if aligned > 0 else 1
+    return exit_status(aligned, len(failures), args.keep_going)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

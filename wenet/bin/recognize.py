@@ -18,6 +18,14 @@ Feature extraction and data loading are not counted.
 (``wenet.models.ensemble``: their CTC and attention-decoder posteriors averaged, each
 model read with the ``train.yaml`` beside its checkpoint); the models must share the
 units and the features. Transducer modes are not available then.
+
+Utterances that give no result are logged by key with the reason and left out of the
+result files: audio the data pipeline cannot use (its per-pass summary counts them) and
+utterances shorter than the model's minimum (``loader.min_input_frames``), refused
+before the encoder without touching the rest of their batch. Exit status: 0 when every
+utterance was decoded, 1 when any failed or none was decoded; with ``--keep_going``, 0 as
+long as one was decoded (``wenet.dataset.stats.exit_status``). The pipeline's skips are
+counted in this process only with ``--num_workers 0`` (the default; run.sh stage 5's).
 """
 from __future__ import annotations
 
@@ -26,6 +34,7 @@ import contextlib
 import json
 import logging
 import os
+import sys
 import time
 from dataclasses import asdict, replace
 from typing import Any, Dict, List, Optional
@@ -36,9 +45,12 @@ from tqdm import tqdm
 
 from wenet.dataset.dataset import Dataset
 from wenet.dataset.fbank import FeatureConf
+from wenet.dataset.stats import EXIT_STATUS_HELP, REPAIRS, exit_status
 from wenet.dataset.tokenizer import Tokenizer
 from wenet.decode import MODES, DecodeOptions, check_modes, decode
 from wenet.inference.batch_decoding import DecodeTotals, decoding_dataset_conf, load_decoding_model
+from wenet.inference.features import min_duration_s
+from wenet.inference.loader import min_input_frames
 from wenet.decode.options import add_search_options, search_options
 from wenet.inference.recognizer import Recognizer
 from wenet.alignment.formats import ctm_lines
@@ -46,7 +58,7 @@ from wenet.utils.file_utils import atomic_open, read_symbol_table
 
 
 def get_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=EXIT_STATUS_HELP)
     p.add_argument("--config", required=True, help="train.yaml of the experiment")
     p.add_argument("--test_data", required=True,
                    help="data.list (raw or shard), or with --data_type scp a wav.scp or a "
@@ -70,6 +82,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--timestamps", action="store_true",
                    help="also write <mode>/ctm: word times from the CTC forced alignment")
     p.add_argument("--num_workers", type=int, default=0)
+    p.add_argument("--keep_going", action="store_true",
+                   help="exit 0 when some utterances failed but at least one was decoded")
     p.add_argument("--ensemble", nargs="+", default=None, metavar="CHECKPOINT",
                    help="more models decoded together with --checkpoint, their posteriors "
                         "averaged (each with the train.yaml in its directory)")
@@ -117,16 +131,46 @@ def _write_extras(recognizer: Optional[Recognizer], batch: dict, options: Decode
                 files["ctm"].write("".join(line + "\n" for line in ctm_lines(r.key, r.words or [])))
 
 
+def _without_short(batch: dict, min_frames: int, min_seconds: float,
+                   refused: List[str]) -> Optional[dict]:
+    """``batch`` without its utterances shorter than ``min_frames`` feature frames (logged
+    and added to ``refused``); None when none is left. The rows kept are unchanged: the
+    batch is sorted longest first, so its padding stays what it was."""
+    keep = [int(n) >= min_frames for n in batch["feats_lengths"]]
+    if all(keep):
+        return batch
+    for key, n, ok in zip(batch["keys"], batch["feats_lengths"], keep):
+        if not ok:
+            logging.warning("utterance %s: %d feature frames, shorter than the model's minimum "
+                            "%d (%.3g s); not decoded", key, int(n), min_frames, min_seconds)
+            refused.append(key)
+    if not any(keep):
+        return None
+    rows = torch.tensor([i for i, ok in enumerate(keep) if ok])
+    return {name: ([k for k, ok in zip(value, keep) if ok] if name == "keys" else value[rows])
+            for name, value in batch.items()}
+
+
 def _decode_all(args: argparse.Namespace, model: torch.nn.Module, loader: DataLoader,
                 tokenizer: Tokenizer, options: DecodeOptions, outs: Dict[str, Any],
                 frame_shift_ms: float, device: torch.device,
                 recognizer: Optional[Recognizer] = None,
-                extras: Optional[Dict[str, Dict[str, Any]]] = None) -> DecodeTotals:
-    """Encode each batch once, decode it in every mode, write its lines; sum the times."""
+                extras: Optional[Dict[str, Dict[str, Any]]] = None,
+                refused: Optional[List[str]] = None,
+                feature_conf: Optional[FeatureConf] = None) -> DecodeTotals:
+    """Encode each batch once, decode it in every mode, write its lines; sum the times.
+    Utterances too short for the model are left out and added to ``refused``."""
     modes = list(outs)
     totals = DecodeTotals(modes)
+    refused = [] if refused is None else refused
+    min_frames = min_input_frames(model)
+    min_seconds = min_duration_s(feature_conf or FeatureConf(), min_frames)
     with tqdm(desc="recognize", unit="utt") as bar:
         for batch in loader:
+            bar.update(len(batch["keys"]))
+            batch = _without_short(batch, min_frames, min_seconds, refused)
+            if batch is None:
+                continue
             feats, lens = batch["feats"].to(device), batch["feats_lengths"].to(device)
             start = time.perf_counter()
             with torch.no_grad():
@@ -146,12 +190,21 @@ def _decode_all(args: argparse.Namespace, model: torch.nn.Module, loader: DataLo
             totals.add_batch(results, encoder_s, search_s,
                              float(batch["feats_lengths"].sum()) * frame_shift_ms / 1000.0,
                              len(batch["keys"]))
-            bar.update(len(batch["keys"]))
     return totals
 
 
+def _pipeline_skips(dataset: Dataset, num_workers: int) -> int:
+    """Utterances the data pipeline left out (its last pass in this process)."""
+    if num_workers > 0 or dataset.last_stats is None:
+        logging.warning("--num_workers %d: utterances the data pipeline skipped are counted in "
+                        "the workers' logs, not in the exit status", num_workers)
+        return 0
+    return sum(n for reason, n in dataset.last_stats.counts.items() if reason not in REPAIRS)
+
+
 def recognize(args: argparse.Namespace) -> Dict[str, Any]:
-    """Decode ``args.test_data`` and write the result files; returns timing figures."""
+    """Decode ``args.test_data`` and write the result files; returns timing figures and
+    ``failed``, the utterances that gave no result."""
     modes = _requested_modes(args)
     device = torch.device(f"cuda:{args.gpu}" if args.gpu >= 0 else "cpu")
     loaded = load_decoding_model(args.config, args.checkpoint, device, units=args.dict,
@@ -180,17 +233,26 @@ def recognize(args: argparse.Namespace) -> Dict[str, Any]:
             extras[m] = {kind: stack.enter_context(atomic_open(
                 os.path.join(args.result_dir, m, kind) if args.result_dir else f"{path}.{kind}"))
                 for kind in wanted}
+        refused: List[str] = []
         totals = _decode_all(args, model, loader, tokenizer, options, outs, frame_shift_ms,
-                             device, recognizer, extras)
-    return totals.report(args.result_dir)
+                             device, recognizer, extras, refused, loaded.feature_conf)
+    report = totals.report(args.result_dir)
+    report["failed"] = len(refused) + _pipeline_skips(dataset, args.num_workers)
+    if report["failed"]:
+        logging.error("%d utterance(s) gave no result (see the warnings above)",
+                      report["failed"])
+    return report
 
 
-def main(argv: Optional[List[str]] = None) -> None:
+def main(argv: Optional[List[str]] = None) -> int:
     args = get_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(message)s")
-    recognize(args)
+    report = recognize(args)
+    if report["utterances"] == 0:
+        logging.error("no utterance of %s was decoded", args.test_data)
+    return exit_status(report["utterances"], report["failed"], args.keep_going)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -30,7 +30,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--model_dir", required=True,
                    help="train.yaml + units.txt + final.zip (or with --checkpoint)")
     p.add_argument("--checkpoint", default=None, help="a checkpoint instead of final.zip")
-    p.add_argument("--host", default="0.0.0.0")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on: 127.0.0.1 (default) serves this machine only; "
+                        "0.0.0.0 (or the machine's address) serves the network")
     p.add_argument("--port", type=int, default=10086, help="0: any free port")
     p.add_argument("--max_clients", type=int, default=16)
     add_search_options(p, STREAM, stream=True)  # a start message may ask for another chunk

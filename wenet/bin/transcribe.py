@@ -15,8 +15,14 @@ Output (``--output``, default stdout): ``key text`` lines, or with ``--format js
 JSON object per utterance: ``key``, ``text``, ``duration``, ``nbest`` (text, tokens,
 token_ids, score; best first, the first is the mode's output) and with
 ``--timestamps`` ``tokens`` and ``words`` (start/end in seconds, confidence). ``--ctm
-FILE`` and ``--srt DIR`` (``DIR/<key>.srt``) write the word times. Unreadable audio is
-logged by key, counted and skipped.
+FILE`` and ``--srt DIR`` (``DIR/<key>.srt``) write the word times (JSON rounds seconds
+to 3 decimals, scores to 4).
+
+An input that gives no result (a missing, empty or non-audio file, a clip shorter than
+the model's minimum) is logged with its file and the reason and skipped; the other
+inputs are decoded as if it were not there. Exit status: 0 when every input was
+transcribed, 1 when any input failed or none was transcribed; with ``--keep_going``, 0 as
+long as one input was transcribed (``wenet.dataset.stats.exit_status``).
 """
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ from tqdm import tqdm
 
 from wenet.dataset.audio import AUDIO_FORMATS
 from wenet.dataset.sources import scp_line
+from wenet.dataset.stats import EXIT_STATUS_HELP, InputFailure, exit_status
 from wenet.decode import MODES
 from wenet.inference.loader import load_model_dir
 from wenet.decode.options import BATCH, add_search_options, search_options
@@ -41,7 +48,7 @@ from wenet.utils.file_utils import atomic_open, atomic_write_text
 
 
 def get_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=EXIT_STATUS_HELP)
     p.add_argument("audio", nargs="+",
                    help="audio files, directories, wav.scp / file lists, or - (list on stdin)")
     p.add_argument("--model_dir", required=True, help="exported or experiment directory")
@@ -59,6 +66,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--srt", default=None, help="write DIR/<key>.srt subtitles")
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--gpu", type=int, default=-1, help="GPU index, -1 for CPU")
+    p.add_argument("--keep_going", action="store_true",
+                   help="exit 0 when some inputs failed but at least one was transcribed")
     add_search_options(p, BATCH)
     return p
 
@@ -102,7 +111,9 @@ def _write_result(out: Any, result: Result, fmt: str) -> None:
         out.write(f"{result.key} {result.text}".rstrip() + "\n")
 
 
-def _results(args: argparse.Namespace, items: List[Tuple[str, str]]) -> Iterator[Result]:
+def _results(args: argparse.Namespace, items: List[Tuple[str, str]],
+             failures: List[InputFailure]) -> Iterator[Result]:
+    """Results as batches finish; ``failures`` receives the inputs that gave none."""
     device = f"cuda:{args.gpu}" if args.gpu >= 0 else "cpu"
     loaded = load_model_dir(args.model_dir, device, args.checkpoint, units=args.dict,
                             bpe_model=args.bpe_model)
@@ -111,13 +122,15 @@ def _results(args: argparse.Namespace, items: List[Tuple[str, str]]) -> Iterator
     with torch.no_grad():
         yield from recognizer.iter_results(items, args.mode, args.nbest,
                                            args.timestamps or bool(args.ctm or args.srt))
+    failures.extend(recognizer.last_failures)
 
 
-def _emit(args: argparse.Namespace, items: List[Tuple[str, str]], out: Any) -> List[Result]:
+def _emit(args: argparse.Namespace, items: List[Tuple[str, str]], out: Any,
+          failures: List[InputFailure]) -> List[Result]:
     """Write each result as its batch finishes, with a progress bar on long inputs."""
     results: List[Result] = []
     with tqdm(total=len(items), desc="transcribe", unit="utt", disable=len(items) < 20) as bar:
-        for result in _results(args, items):
+        for result in _results(args, items, failures):
             _write_result(out, result, args.format)
             out.flush()
             results.append(result)
@@ -125,14 +138,19 @@ def _emit(args: argparse.Namespace, items: List[Tuple[str, str]], out: Any) -> L
     return results
 
 
-def transcribe(args: argparse.Namespace) -> List[Result]:
-    """Transcribe the inputs of ``args`` and write the outputs; the results in input order."""
+def transcribe(args: argparse.Namespace,
+               failures: Optional[List[InputFailure]] = None) -> List[Result]:
+    """Transcribe the inputs of ``args`` and write the outputs; the results in input order.
+    The inputs that gave no result are logged and added to ``failures``."""
+    failures = [] if failures is None else failures
     items = audio_inputs(args.audio)
+    if not items:
+        raise ValueError(f"no audio among the inputs: {' '.join(args.audio)}")
     if args.output == "-":
-        results = _emit(args, items, sys.stdout)
+        results = _emit(args, items, sys.stdout, failures)
     else:
         with atomic_open(args.output) as f:
-            results = _emit(args, items, f)
+            results = _emit(args, items, f, failures)
     if args.ctm:
         atomic_write_text(args.ctm, "".join(line + "\n" for r in results
                                             for line in ctm_lines(r.key, r.words or [])))
@@ -140,10 +158,9 @@ def transcribe(args: argparse.Namespace) -> List[Result]:
         os.makedirs(args.srt, exist_ok=True)
         for r in results:
             atomic_write_text(os.path.join(args.srt, f"{r.key}.srt"), srt_text(r.words or []))
-    skipped = len(items) - len(results)
-    if skipped:
-        logging.warning("%d of %d inputs were skipped (see the warnings above)", skipped,
-                        len(items))
+    if failures:
+        logging.error("%d of %d inputs gave no result:\n%s", len(failures), len(items),
+                      "\n".join(f"  {f}" for f in failures))
     return results
 
 
@@ -151,12 +168,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = get_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(message)s")
+    failures: List[InputFailure] = []
     try:
-        transcribe(args)
+        results = transcribe(args, failures)
     except (FileNotFoundError, ValueError) as e:
         logging.error("%s", e)
         return 1
-    return 0
+    return exit_status(len(results), len(failures), args.keep_going)
 
 
 if __name__ == "__main__":

@@ -111,6 +111,12 @@ class AudioHeader(NamedTuple):
         return None
 
 
+def _libsndfile_reason(error: Exception) -> str:
+    """libsndfile's own words for a failure ("Format not recognised."), without
+    soundfile's "Error opening <_io.BytesIO object at 0x...>" prefix."""
+    return str(getattr(error, "error_string", "") or error).strip()
+
+
 def audio_header(data: bytes, name: str = "<bytes>") -> AudioHeader:
     """Header of encoded audio; AudioError when libsndfile cannot decode it."""
     _refuse_shorten(data, name)
@@ -118,18 +124,22 @@ def audio_header(data: bytes, name: str = "<bytes>") -> AudioHeader:
         info = sf.info(io.BytesIO(data))
     except Exception as e:  # soundfile raises several types for bad data
         raise AudioError(f"cannot read audio header of {name}: not audio libsndfile decodes "
-                         f"({e}); convert such audio to WAV or FLAC first") from e
+                         f"({_libsndfile_reason(e)}); convert such audio to WAV or FLAC "
+                         "first") from e
     return AudioHeader(info.format, info.subtype, int(info.samplerate))
 
 
 def decode_audio(data: bytes, name: str = "<bytes>") -> Tuple[torch.Tensor, int]:
     """Decode audio bytes libsndfile reads (see ``AUDIO_FORMATS``) →
     (float32 tensor (channels, samples) in [-1, 1], rate)."""
+    if not data:
+        raise AudioError(f"cannot decode audio {name}: empty file (0 bytes)")
     _refuse_shorten(data, name)
     try:
         samples, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
     except Exception as e:  # soundfile raises several types for bad data
-        raise AudioError(f"cannot decode audio {name}: {e}") from e
+        raise AudioError(f"cannot decode audio {name}: not audio: {_libsndfile_reason(e)}"
+                         ) from e
     return torch.from_numpy(np.ascontiguousarray(samples.T)), int(rate)
 
 

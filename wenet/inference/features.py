@@ -31,24 +31,48 @@ def _samples(items: Iterable[Tuple[str, Any]], stats: PipelineStats) -> Iterator
     is skipped and counted."""
     for key, audio in items:
         if isinstance(audio, tuple):
-            wav, rate = audio
+            (wav, rate), src = audio, "array"
         else:
+            src = audio.strip()
             try:
                 wav, rate = load_audio(audio)
             except AudioError as e:
-                stats.warn("audio_decode_error", f"utterance {key}: {e}")
+                stats.warn("audio_decode_error", f"utterance {key} ({src}): {e}")
                 continue
-        yield {"key": key, "src": "input", "txt": "", "label": [], "wav": wav,
-               "sample_rate": rate}
+        yield {"key": key, "src": src, "txt": "", "label": [], "wav": wav,
+               "sample_rate": rate, "duration_s": wav.size(-1) / rate}
+
+
+def min_duration_s(conf: FeatureConf, frames: int) -> float:
+    """Seconds of audio that give ``frames`` fbank frames (Kaldi framing, snip_edges)."""
+    return (conf.frame_length + (frames - 1) * conf.frame_shift) / 1000.0 if frames > 0 else 0.0
+
+
+def _long_enough(samples: Iterable[dict], stats: PipelineStats, conf: FeatureConf,
+                 min_frames: int) -> Iterator[dict]:
+    """Drop (and log by key and file) features shorter than ``min_frames`` frames: the
+    model gives no output frame for them, and refusing them here keeps them out of the
+    batches of the other inputs."""
+    for s in samples:
+        frames = s["feat"].size(0)
+        if frames < min_frames:
+            stats.warn("too_short", f"utterance {s['key']} ({s['src']}): "
+                       f"{s['duration_s']:.3g} s ({frames} feature frames) is shorter "
+                       "than the model's minimum "
+                       f"{min_duration_s(conf, min_frames):.3g} s ({min_frames} frames)")
+            continue
+        yield s
 
 
 def feature_batches(items: Iterable[Tuple[str, Any]], conf: FeatureConf, batch_size: int,
-                    stats: PipelineStats) -> Iterator[dict]:
+                    stats: PipelineStats, min_frames: int = 0) -> Iterator[dict]:
     """Padded batches (``keys``, ``feats``, ``feats_lengths``) of ``(key, audio)`` pairs:
-    the data pipeline's checks, resampling to the model's rate and fbank."""
+    the data pipeline's checks, resampling to the model's rate and fbank; inputs with
+    fewer than ``min_frames`` feature frames (``loader.min_input_frames``) are skipped."""
     data = processor.check_audio(_samples(items, stats), stats)
     data = processor.resample_samples(data, stats, conf.resample_rate or 16000)
     data = processor.fbank(data, stats, random.Random(0), conf)
+    data = _long_enough(data, stats, conf, min_frames)
     return processor.pad_batch(processor.static_batch(data, batch_size), stats)
 
 

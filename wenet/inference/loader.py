@@ -96,6 +96,23 @@ class LoadedModel:
     device: torch.device
 
 
+def min_input_frames(model: Any) -> int:
+    """Feature frames the model needs for one encoder output frame, as its encoder says
+    (``min_input_frames``: the subsampling front end's right context + 1, or the
+    Zipformer front end's context: 9 frames, 0.105 s of audio in the main config); for an
+    ensemble, the largest of its models'. Shorter input has no encoder output, so
+    recognition refuses it up front (``features.feature_batches``) instead of failing
+    inside the encoder. ``model``: an eager model, an ensemble or a :class:`ScriptedModel`
+    (TorchScript keeps the method: the encoder's forward calls it)."""
+    members = getattr(model, "models", None)
+    if members is not None:
+        return max(min_input_frames(m) for m in members)
+    encoder = getattr(model, "encoder", None)
+    if encoder is not None and hasattr(encoder, "min_input_frames"):
+        return int(encoder.min_input_frames())
+    return int(model.right_context()) + 1
+
+
 def find_checkpoint(path: str) -> str:
     """The checkpoint an experiment dir decodes with: the newest ``avg_*.pt``, else
     ``final.pt``, else the newest epoch ``{N}.pt``; FileNotFoundError naming the dir."""

@@ -12,8 +12,15 @@ times and confidences: the CTC forced alignment of the chosen hypothesis
 each token on the best path of the hypothesis through the joint's lattice
 (:func:`transducer_spans`).
 
-Audio that cannot be read, or is shorter than one fbank window, is skipped, logged by
-key and counted (``Recognizer.last_stats``); its key has no result.
+Errors, one rule: ``Recognizer.transcribe`` returns a result for every input or raises.
+A missing file raises FileNotFoundError (naming every missing one) before anything is
+decoded; inputs that are read but give no result (not audio, an empty file, empty or
+non-finite audio, a clip shorter than the model's minimum, ``loader.min_input_frames``)
+raise :class:`AudioInputError` after the others are decoded: its ``failures`` (key,
+source, reason) say why, its ``results`` hold the other inputs' results. A short clip
+is refused before the model sees it, so it never changes the other inputs' batches.
+``iter_results`` (the streaming form, used by transcribe.py) raises nothing for bad
+inputs: it logs them by key and file, skips them and keeps them in ``last_failures``.
 """
 from __future__ import annotations
 
@@ -26,16 +33,32 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 import numpy as np
 import torch
 
-from wenet.dataset.stats import PipelineStats
+from wenet.dataset.stats import InputFailure, RecordingStats
 from wenet.alignment.align import (AlignmentError, TokenSpan, WordSpan, ctc_forced_align,
                                 token_spans, word_spans)
 from wenet.decode.options import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
 from wenet.inference.features import feature_batches
-from wenet.inference.loader import LoadedModel
+from wenet.inference.loader import LoadedModel, min_input_frames
 from wenet.decode.nbest import decode_nbest
 
 Audio = Union[str, Sequence[str], np.ndarray, torch.Tensor]
+
+SECONDS_DECIMALS = 3   # JSON output: times in ms
+SCORE_DECIMALS = 4     # JSON output: scores and confidences
+
+
+class AudioInputError(ValueError):
+    """Inputs that were read but gave no result; ``failures`` say which and why,
+    ``results`` are the results of the other inputs (in input order)."""
+
+    def __init__(self, failures: Sequence[InputFailure], results: Sequence["Result"] = ()
+                 ) -> None:
+        self.failures = list(failures)
+        self.results = list(results)
+        shown = "; ".join(str(f) for f in self.failures[:5])
+        more = f"; and {len(self.failures) - 5} more" if len(self.failures) > 5 else ""
+        super().__init__(f"{len(self.failures)} input(s) gave no result: {shown}{more}")
 
 
 @dataclass
@@ -73,8 +96,23 @@ class Result:
     alignment_error: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
-        """A JSON-ready dict (None entries left out)."""
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        """A JSON-ready dict (None entries left out; seconds rounded to
+        ``SECONDS_DECIMALS``, scores and confidences to ``SCORE_DECIMALS``)."""
+        return {k: _rounded(k, v) for k, v in asdict(self).items() if v is not None}
+
+
+_SECOND_KEYS = frozenset({"duration", "start", "end", "start_s", "end_s"})
+
+
+def _rounded(key: str, value: Any) -> Any:
+    """``value`` of ``key`` with its floats rounded for output (see ``Result.to_dict``)."""
+    if isinstance(value, dict):
+        return {k: _rounded(k, v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(key, v) for v in value]
+    if isinstance(value, float):
+        return round(value, SECONDS_DECIMALS if key in _SECOND_KEYS else SCORE_DECIMALS)
+    return value
 
 
 def _tensor_audio(audio: Union[np.ndarray, torch.Tensor]) -> torch.Tensor:
@@ -129,15 +167,24 @@ class Recognizer:
     options: DecodeOptions = field(default_factory=DecodeOptions)
     batch_size: int = 16
     context_score: float = 3.0       # hotwords given per call (context_list)
-    last_stats: Optional[PipelineStats] = None
+    last_stats: Optional[RecordingStats] = None
+    last_failures: List[InputFailure] = field(default_factory=list)  # of the last call
 
     def transcribe(self, audio: Audio, sample_rate: Optional[int] = None,
                    mode: str = "attention_rescoring", nbest: int = 1, timestamps: bool = False,
                    context_list: Optional[Sequence[str]] = None,
                    keys: Optional[Sequence[str]] = None) -> List[Result]:
-        """Results for ``audio`` (see :func:`audio_items`), in input order."""
-        return list(self.iter_results(audio_items(audio, sample_rate, keys), mode, nbest,
-                                      timestamps, context_list))
+        """Results for ``audio`` (see :func:`audio_items`), in input order, one per input;
+        FileNotFoundError for missing files, :class:`AudioInputError` for inputs that
+        give no result (module docstring)."""
+        items = audio_items(audio, sample_rate, keys)
+        missing = [spec for _, spec in items if isinstance(spec, str) and _missing_file(spec)]
+        if missing:
+            raise FileNotFoundError(f"no such audio file: {', '.join(missing)}")
+        results = list(self.iter_results(items, mode, nbest, timestamps, context_list))
+        if self.last_failures:
+            raise AudioInputError(self.last_failures, results)
+        return results
 
     def iter_results(self, items: Iterable[Tuple[str, Any]], mode: str = "attention_rescoring",
                      nbest: int = 1, timestamps: bool = False,
@@ -150,7 +197,8 @@ class Recognizer:
         if context_list:
             graph = context_graph_of(context_list, self.loaded.tokenizer, self.context_score)
             options = replace(options, context_graph=graph)
-        stats = self.last_stats = PipelineStats("transcribe")
+        stats = self.last_stats = RecordingStats("transcribe")
+        self.last_failures = stats.failures
         order: Dict[str, int] = {}
 
         def numbered() -> Iterator[Tuple[str, Any]]:
@@ -158,7 +206,7 @@ class Recognizer:
                 order.setdefault(key, len(order))
                 yield key, audio
         for batch in feature_batches(numbered(), self.loaded.feature_conf, self.batch_size,
-                                     stats):
+                                     stats, min_input_frames(self.loaded.model)):
             results = self.decode_batch(batch, mode, nbest, timestamps, options)
             yield from sorted(results, key=lambda r: order[r.key])
         stats.log_summary()
@@ -217,6 +265,11 @@ class Recognizer:
             path = ctc_forced_align(log_probs, ids, 0)
             return token_spans(path, log_probs, 0)
         return transducer_spans(model, ctx.encoder_out[b:b + 1, :frames], ids)
+
+
+def _missing_file(spec: str) -> bool:
+    """Whether a wav.scp value names a file that does not exist (a ``cmd |`` never does)."""
+    return not spec.rstrip().endswith("|") and not os.path.exists(spec.strip())
 
 
 def _has_ctc_head(model: Any) -> bool:

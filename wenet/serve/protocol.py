@@ -10,6 +10,9 @@ Client to server:
   samples per message;
 * text ``{"signal": "end"}``: no more audio for this stream.
 
+A start message with any other key (``START_KEYS``) is refused, naming the key: a
+misspelt option must not be silently ignored.
+
 Server to client, text JSON: ``{"status": "ok", "type": "server_ready"}`` after a
 start; ``{"status": "ok", "type": "partial_result", "nbest": [{"sentence": ...}]}``
 while audio arrives; ``{"status": "ok", "type": "final_result", "nbest": [{"sentence",
@@ -33,6 +36,11 @@ CLOSE_UNSUPPORTED = 1003       # audio in a form the server does not take
 CLOSE_POLICY = 1008            # protocol violated or a limit exceeded
 CLOSE_INTERNAL = 1011          # a fault of the server
 CLOSE_TRY_AGAIN = 1013         # server full (max_clients)
+
+
+# every key a start message may hold
+START_KEYS = ("signal", "nbest", "continuous_decoding", "sample_rate", "chunk_size",
+              "hotwords", "hotword_score")
 
 
 class ProtocolError(Exception):
@@ -77,7 +85,11 @@ def _int_in(msg: Dict[str, Any], key: str, low: int, high: int, default: Any) ->
 
 
 def parse_start(msg: Dict[str, Any], max_nbest: int, max_chunk_size: int) -> StartRequest:
-    """Check a start message; ProtocolError naming the bad key."""
+    """Check a start message; ProtocolError naming the bad (or unknown) key."""
+    unknown = [key for key in msg if key not in START_KEYS]
+    if unknown:
+        raise ProtocolError(f"unknown keys in the start message: {', '.join(map(str, unknown))} "
+                            f"(known: {', '.join(START_KEYS[1:])})")
     rate = msg.get("sample_rate", SAMPLE_RATE)
     if rate != SAMPLE_RATE:
         raise ProtocolError(f"sample_rate {rate!r} is not supported: send 16-bit mono PCM at "

@@ -46,7 +46,7 @@ PAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static", "index
 class ServerConfig:
     """Where to listen and the limits of every connection."""
 
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"            # this machine only; "0.0.0.0": every interface
     port: int = 10086
     max_clients: int = 16
     num_workers: int = 2               # threads running model work
@@ -158,6 +158,8 @@ class RecognitionServer:
         if len(data) % 2:
             raise ProtocolError(f"binary message of {len(data)} bytes: audio must be 16-bit "
                                 "samples (an even number of bytes)")
+        if not data:  # zero samples: nothing to do (torch.frombuffer refuses empty buffers)
+            return recognizer
         seconds = recognizer.audio_seconds + len(data) / 2 / 16000
         if seconds > self.config.max_session_s:
             raise ProtocolError(f"stream longer than {self.config.max_session_s:g} s of audio "

@@ -16,7 +16,9 @@ JSON object per utterance: ``key``, ``text``, ``duration``, ``nbest`` (text, tok
 token_ids, score; best first, the first is the mode's output) and with
 ``--timestamps`` ``tokens`` and ``words`` (start/end in seconds, confidence). ``--ctm
 FILE`` and ``--srt DIR`` (``DIR/<key>.srt``) write the word times. Unreadable audio is
-logged by key, counted and skipped.
+logged by key, counted and skipped. Files longer than ``--max_segment_s`` (20 s) are
+cut at pauses and read in blocks, so memory does not grow with the file
+(``wenet/inference/long_audio.py``); with ``--nbest`` > 1 such a file has its 1-best only.
 """
 from __future__ import annotations
 
@@ -58,6 +60,10 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--ctm", default=None, help="write word times as CTM here")
     p.add_argument("--srt", default=None, help="write DIR/<key>.srt subtitles")
     p.add_argument("--batch_size", type=int, default=16)
+    p.add_argument("--max_segment_s", type=float, default=20.0,
+                   help="audio longer than this is cut at pauses into segments of at most "
+                        "this many seconds, decoded apart and joined (times count from the "
+                        "start of the file); 0: decode every file whole")
     p.add_argument("--gpu", type=int, default=-1, help="GPU index, -1 for CPU")
     add_search_options(p, BATCH)
     return p
@@ -107,7 +113,8 @@ def _results(args: argparse.Namespace, items: List[Tuple[str, str]]) -> Iterator
     loaded = load_model_dir(args.model_dir, device, args.checkpoint, units=args.dict,
                             bpe_model=args.bpe_model)
     options = search_options(args, loaded.tokenizer)
-    recognizer = Recognizer(loaded, options, args.batch_size, context_score=args.context_score)
+    recognizer = Recognizer(loaded, options, args.batch_size, context_score=args.context_score,
+                            max_segment_s=args.max_segment_s)
     with torch.no_grad():
         yield from recognizer.iter_results(items, args.mode, args.nbest,
                                            args.timestamps or bool(args.ctm or args.srt))

@@ -14,6 +14,10 @@ each token on the best path of the hypothesis through the joint's lattice
 
 Audio that cannot be read, or is shorter than one fbank window, is skipped, logged by
 key and counted (``Recognizer.last_stats``); its key has no result.
+
+Audio longer than ``max_segment_s`` (20 s by default; 0: never) is cut at pauses into
+segments decoded as utterances of their own and joined back into one result, times
+counted from the start of the recording (``wenet/inference/long_audio.py``).
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ from wenet.decode.options import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
 from wenet.inference.features import feature_batches
 from wenet.inference.loader import LoadedModel
+from wenet.inference.long_audio import SegmentConf, SegmentedItems, joined
 from wenet.decode.nbest import decode_nbest
 
 Audio = Union[str, Sequence[str], np.ndarray, torch.Tensor]
@@ -130,6 +135,7 @@ class Recognizer:
     batch_size: int = 16
     context_score: float = 3.0       # hotwords given per call (context_list)
     last_stats: Optional[PipelineStats] = None
+    max_segment_s: float = 20.0      # longer audio is cut at pauses (long_audio.py); 0: never
 
     def transcribe(self, audio: Audio, sample_rate: Optional[int] = None,
                    mode: str = "attention_rescoring", nbest: int = 1, timestamps: bool = False,
@@ -157,11 +163,23 @@ class Recognizer:
             for key, audio in items:
                 order.setdefault(key, len(order))
                 yield key, audio
-        for batch in feature_batches(numbered(), self.loaded.feature_conf, self.batch_size,
-                                     stats):
-            results = self.decode_batch(batch, mode, nbest, timestamps, options)
-            yield from sorted(results, key=lambda r: order[r.key])
+        segmented = None
+        if self.max_segment_s > 0:
+            segmented = items = SegmentedItems(items, self.segment_conf())
+
+        def decoded() -> Iterator[Result]:
+            for batch in feature_batches(numbered(), self.loaded.feature_conf,
+                                         self.batch_size, stats):
+                results = self.decode_batch(batch, mode, nbest, timestamps, options)
+                yield from sorted(results, key=lambda r: order[r.key])
+        yield from decoded() if segmented is None else joined(decoded(), segmented)
         stats.log_summary()
+
+    def segment_conf(self) -> SegmentConf:
+        """How audio longer than ``max_segment_s`` is cut: segments of at least a quarter
+        of it (5 s at the default 20 s)."""
+        return SegmentConf(max_segment_s=self.max_segment_s,
+                           min_segment_s=self.max_segment_s / 4)
 
     @torch.no_grad()
     def decode_batch(self, batch: dict, mode: str, nbest: int, timestamps: bool,

@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import soundfile as sf
@@ -82,6 +82,15 @@ class Segment:
     @property
     def end_s(self) -> float:
         return (self.start + len(self.samples)) / self.rate
+
+
+class Placed(NamedTuple):
+    """Where a segment lies in its recording (what joining its result needs)."""
+
+    key: str
+    start_s: float
+    end_s: float
+    last: bool
 
 
 def choose_cut(samples: np.ndarray, rate: int, lo_s: float, hi_s: float,
@@ -158,14 +167,14 @@ class SegmentedItems:
     """Wraps the ``(key, audio)`` pairs of ``Recognizer.iter_results``: audio longer than
     ``conf.max_segment_s`` comes out as its segments, keyed ``<key>@<start>-<end>s``
     (mono ``(tensor, rate)``), shorter audio as it came (or, read already, as its
-    ``(tensor, rate)``). ``origin`` maps a segment's key to its recording's key and the
-    segment. Audio that cannot be read goes on unchanged: the pipeline's reader reports
+    ``(tensor, rate)``). ``origin`` maps a segment's key to its :class:`Placed` until
+    :func:`joined` takes it. Audio that cannot be read goes on unchanged: the pipeline's reader reports
     it as it reports any unreadable input."""
 
     def __init__(self, items: Iterable[Tuple[str, Any]], conf: SegmentConf) -> None:
         self.items = items
         self.conf = conf
-        self.origin: Dict[str, Tuple[str, Segment]] = {}
+        self.origin: Dict[str, Placed] = {}
 
     def __iter__(self) -> Iterator[Tuple[str, Any]]:
         for key, audio in self.items:
@@ -175,7 +184,7 @@ class SegmentedItems:
                     continue
                 seg = seg_or_audio
                 seg_key = f"{key}@{seg.start_s:.2f}-{seg.end_s:.2f}s"
-                self.origin[seg_key] = (key, seg)
+                self.origin[seg_key] = Placed(key, seg.start_s, seg.end_s, seg.last)
                 yield seg_key, (torch.from_numpy(seg.samples).unsqueeze(0), seg.rate)
 
     def _expand(self, audio: Any) -> Iterable[Any]:
@@ -212,7 +221,7 @@ def shift_times(result: Any, offset_s: float) -> Any:
     return replace(result, tokens=tokens, words=words)
 
 
-def join_results(key: str, parts: Sequence[Tuple[Segment, Any]]) -> Any:
+def join_results(key: str, parts: Sequence[Tuple[Placed, Any]]) -> Any:
     """One Result of a recording from its segments' (in order): texts joined by a space,
     the 1-best's units concatenated (score: the sum, None if any is None; longer n-best
     lists are not combined), times shifted by the segments' offsets, duration to the
@@ -240,18 +249,18 @@ def joined(results: Iterable[Any], items: SegmentedItems) -> Iterator[Any]:
     arrives or a result of another key does (a segment the pipeline skipped is missing
     from the text, and logged by the pipeline)."""
     key: Optional[str] = None
-    parts: List[Tuple[Segment, Any]] = []
+    parts: List[Tuple[Placed, Any]] = []
     for result in results:
         origin = items.origin.pop(result.key, None)
-        if key is not None and (origin is None or origin[0] != key):
+        if key is not None and (origin is None or origin.key != key):
             yield join_results(key, parts)
             key, parts = None, []
         if origin is None:
             yield result
             continue
-        key = origin[0]
-        parts.append((origin[1], result))
-        if origin[1].last:
+        key = origin.key
+        parts.append((origin, result))
+        if origin.last:
             logger.info("recording %s: %d segments of at most %.1f s", key, len(parts),
                         items.conf.max_segment_s)
             yield join_results(key, parts)

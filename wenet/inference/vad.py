@@ -77,6 +77,7 @@ class StreamingVad:
         self._energies: Deque[float] = deque(maxlen=max(1, int(history_s / conf.hop_s)))
         self._pending = np.zeros(0, dtype=np.float64)
         self.trailing_windows = 0
+        self.windows = 0               # windows accepted in all
 
     @property
     def trailing_silence_s(self) -> float:
@@ -90,6 +91,7 @@ class StreamingVad:
         self._pending = buf[n * self.hop:]
         if n == 0:
             return
+        self.windows += n
         energy = energy_db(buf[:n * self.hop], self.rate, self.conf.hop_s)
         self._energies.extend(energy.tolist())
         floor = float(np.percentile(np.fromiter(self._energies, float), self.conf.floor_percentile))

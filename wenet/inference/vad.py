@@ -12,10 +12,10 @@ The floor is relative, so the VAD works at any recording level and noise level t
 leaves speech ``margin_db`` above the noise; it is measured over the audio given
 (a segment's window, or the last ``history_s`` of a stream), so memory stays bounded.
 
-Why our own and not a neural VAD: silero-vad's PyPI wheel ships its model, but it
-runs it through onnxruntime or a TorchScript file with its own audio I/O helpers;
-the energy VAD needs nothing beyond numpy, and the cuts it makes only have to fall in
-pauses, not to classify noise against speech (``bench/long_audio.py`` measures the
+Why our own and not a neural VAD: the silero-vad 6.2.3 wheel ships its model (TorchScript
+and ONNX files, loadable with torch alone), but it is one more requirement whose audio
+extras pin torchaudio < 2.10 (we use 2.11); the energy VAD needs nothing beyond numpy,
+and the cuts it makes only have to fall in pauses, not to tell noise from speech (``bench/long_audio.py`` measures the
 result: the WER of a joined recording against the separate files).
 """
 from __future__ import annotations

@@ -14,8 +14,8 @@ from tests.tiny_experiment import tiny_config, write_experiment
 from wenet.alignment.align import WordSpan
 from wenet.alignment.pauses import energy_db
 from wenet.dataset.audio import load_audio, to_mono
-from wenet.inference.long_audio import (Placed, SegmentConf, SegmentedItems, choose_cut, file_blocks,
-                                        join_results, split_stream)
+from wenet.inference.long_audio import (Placed, SegmentConf, SegmentedItems, choose_cut,
+                                        file_blocks, join_results, split_stream)
 from wenet.inference.recognizer import Hypothesis, Result, TokenTime
 from wenet.inference.vad import VadConf
 

@@ -168,8 +168,8 @@ class SegmentedItems:
     ``conf.max_segment_s`` comes out as its segments, keyed ``<key>@<start>-<end>s``
     (mono ``(tensor, rate)``), shorter audio as it came (or, read already, as its
     ``(tensor, rate)``). ``origin`` maps a segment's key to its :class:`Placed` until
-    :func:`joined` takes it. Audio that cannot be read goes on unchanged: the pipeline's reader reports
-    it as it reports any unreadable input."""
+    :func:`joined` takes it. Audio that cannot be read goes on unchanged: the pipeline's
+    reader reports it as it reports any unreadable input."""
 
     def __init__(self, items: Iterable[Tuple[str, Any]], conf: SegmentConf) -> None:
         self.items = items

@@ -15,8 +15,9 @@ leaves speech ``margin_db`` above the noise; it is measured over the audio given
 Why our own and not a neural VAD: the silero-vad 6.2.3 wheel ships its model (TorchScript
 and ONNX files, loadable with torch alone), but it is one more requirement whose audio
 extras pin torchaudio < 2.10 (we use 2.11); the energy VAD needs nothing beyond numpy,
-and the cuts it makes only have to fall in pauses, not to tell noise from speech (``bench/long_audio.py`` measures the
-result: the WER of a joined recording against the separate files).
+and the cuts it makes only have to fall in pauses, not to tell noise from speech
+(``bench/long_audio.py`` measures the result: the WER of a joined recording against the
+separate files).
 """
 from __future__ import annotations
 

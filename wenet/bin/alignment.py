@@ -22,6 +22,11 @@ or the stretch between two tokens of one word, costs ``--pause_penalty`` per fra
 pause, and speech outside every word costs ``--speech_penalty`` per frame) and then moves
 word boundaries to the pauses found between the words' spikes (``wenet/alignment/pauses.py``;
 where words are spoken without a pause the boundary stays where CTC put it).
+
+Audio longer than ``--max_duration_s`` (60 s; 0: no limit) is refused as ``too long``:
+the utterance is encoded and aligned in one piece, so memory grows with it (a
+5-minute file needs gigabytes). Cut long recordings into utterances first (a
+``segments`` file; ``transcribe.py`` finds the pauses, ``wenet/inference/long_audio.py``).
 """
 from __future__ import annotations
 
@@ -30,14 +35,14 @@ import contextlib
 import logging
 import os
 import sys
-from typing import List, Optional
+from typing import List, Optional, Union
 
 import torch
 from tqdm import tqdm
 
 from wenet.alignment.align import token_intervals
-from wenet.alignment.aligner import (Aligner, Alignment, Failure, align_data_list,
-                                      failure_line, summary)
+from wenet.alignment.aligner import (Aligner, Alignment, Failure, Utterance,
+                                      align_data_list, failure_line, summary)
 from wenet.decode.options import (ENCODER, add_refine_options, add_search_options,
                                    refine_conf, search_options)
 from wenet.alignment.formats import ctm_lines, textgrid_text
@@ -69,10 +74,29 @@ def get_parser() -> argparse.ArgumentParser:
     add_refine_options(p)
     add_search_options(p, ENCODER)
     p.add_argument("--batch_size", type=int, default=16)
+    p.add_argument("--max_duration_s", type=float, default=60.0,
+                   help="refuse longer utterances (memory grows with the utterance); 0: no limit")
     p.add_argument("--gpu", type=int, default=-1, help="GPU index, -1 for CPU")
     p.add_argument("--keep_going", action="store_true",
                    help="exit 0 when some utterances failed but at least one aligned")
     return p
+
+
+class BoundedAligner(Aligner):
+    """An Aligner that refuses utterances longer than ``max_duration_s`` (0: none)."""
+
+    def __init__(self, *args, max_duration_s: float = 0.0, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.max_duration_s = max_duration_s
+
+    def prepare(self, sample: dict) -> Union[Utterance, Failure]:
+        seconds = sample["wav"].size(-1) / float(sample["sample_rate"])
+        if self.max_duration_s > 0 and seconds > self.max_duration_s:
+            return Failure(sample["key"], "too long",
+                           f"{seconds:.1f} s of audio, over --max_duration_s "
+                           f"{self.max_duration_s:g}: cut it into utterances first (use "
+                           "transcribe.py's segmentation to find the pauses)")
+        return super().prepare(sample)
 
 
 def _textgrid_dir(args: argparse.Namespace) -> Optional[str]:
@@ -106,8 +130,9 @@ def run(args: argparse.Namespace) -> int:
                             bpe_model=args.bpe_model)
     refine = refine_conf(args) if args.refine_boundaries else None
     options = search_options(args)
-    aligner = Aligner(loaded.model, loaded.tokenizer, loaded.feature_conf, device, refine,
-                      options.chunk_size, options.num_left_chunks)
+    aligner = BoundedAligner(loaded.model, loaded.tokenizer, loaded.feature_conf, device, refine,
+                             options.chunk_size, options.num_left_chunks,
+                             max_duration_s=args.max_duration_s)
     paths = {"words": args.result_file, "tokens": args.token_file or args.result_file + ".tokens",
              "failed": args.failed_file or args.result_file + ".failed"}
     if args.ctm:

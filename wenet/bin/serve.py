@@ -42,6 +42,9 @@ def get_parser() -> argparse.ArgumentParser:
                    help="continuous decoding: silence after speech that ends a sentence")
     p.add_argument("--endpoint_leading_silence_ms", type=float, default=5000.0,
                    help="continuous decoding: silence without speech that is dropped")
+    p.add_argument("--endpoint_vad_silence_ms", type=float, default=0.0,
+                   help="continuous decoding: also end a sentence after this much silence "
+                        "by the energy VAD (wenet/inference/vad.py); 0: off")
     p.add_argument("--max_sentence_s", type=float, default=20.0,
                    help="a sentence ends at this length (continuous or not)")
     p.add_argument("--max_session_s", type=float, default=3600.0,
@@ -63,7 +66,8 @@ def build_server(args: argparse.Namespace) -> RecognitionServer:
     rules = EndpointRules(blank_prob=args.endpoint_blank_prob,
                           max_leading_silence_ms=args.endpoint_leading_silence_ms,
                           trailing_silence_ms=args.endpoint_silence_ms,
-                          max_sentence_ms=args.max_sentence_s * 1000.0)
+                          max_sentence_ms=args.max_sentence_s * 1000.0,
+                          vad_silence_ms=args.endpoint_vad_silence_ms)
     options = replace(options, endpoint=rules)
     config = ServerConfig(host=args.host, port=args.port, max_clients=args.max_clients,
                           num_workers=args.num_workers, max_message_bytes=args.max_message_bytes,

@@ -16,7 +16,9 @@ JSON object per utterance: ``key``, ``text``, ``duration``, ``nbest`` (text, tok
 token_ids, score; best first, the first is the mode's output) and with
 ``--timestamps`` ``tokens`` and ``words`` (start/end in seconds, confidence). ``--ctm
 FILE`` and ``--srt DIR`` (``DIR/<key>.srt``) write the word times (JSON rounds seconds
-to 3 decimals, scores to 4).
+to 3 decimals, scores to 4). Files longer than ``--max_segment_s`` (20 s) are cut at
+pauses and read in blocks, so memory does not grow with the file
+(``wenet/inference/long_audio.py``); with ``--nbest`` > 1 such a file has its 1-best only.
 
 An input that gives no result (a missing, empty or non-audio file, a clip shorter than
 the model's minimum) is logged with its file and the reason and skipped; the other
@@ -65,6 +67,10 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--ctm", default=None, help="write word times as CTM here")
     p.add_argument("--srt", default=None, help="write DIR/<key>.srt subtitles")
     p.add_argument("--batch_size", type=int, default=16)
+    p.add_argument("--max_segment_s", type=float, default=20.0,
+                   help="audio longer than this is cut at pauses into segments of at most "
+                        "this many seconds, decoded apart and joined (times count from the "
+                        "start of the file); 0: decode every file whole")
     p.add_argument("--gpu", type=int, default=-1, help="GPU index, -1 for CPU")
     p.add_argument("--keep_going", action="store_true",
                    help="exit 0 when some inputs failed but at least one was transcribed")
@@ -118,7 +124,8 @@ def _results(args: argparse.Namespace, items: List[Tuple[str, str]],
     loaded = load_model_dir(args.model_dir, device, args.checkpoint, units=args.dict,
                             bpe_model=args.bpe_model)
     options = search_options(args, loaded.tokenizer)
-    recognizer = Recognizer(loaded, options, args.batch_size, context_score=args.context_score)
+    recognizer = Recognizer(loaded, options, args.batch_size, context_score=args.context_score,
+                            max_segment_s=args.max_segment_s)
     with torch.no_grad():
         yield from recognizer.iter_results(items, args.mode, args.nbest,
                                            args.timestamps or bool(args.ctm or args.srt))

@@ -86,13 +86,17 @@ class EndpointRules:
     A frame is silence when its CTC blank probability exceeds ``blank_prob``. The
     sentence ends after ``max_leading_silence_ms`` of silence with nothing decoded
     yet (the silence is dropped), after ``trailing_silence_ms`` of silence following
-    speech, or when it reaches ``max_sentence_ms``.
+    speech, or when it reaches ``max_sentence_ms``. A fourth rule, ``vad_silence``: with
+    ``vad_silence_ms`` > 0 a sentence with something decoded also ends after that much
+    silence in the audio itself (the energy VAD, ``wenet/inference/vad.py``; the stream
+    measures it and passes it to :meth:`EndpointDetector.reached`).
     """
 
     blank_prob: float = 0.8
     max_leading_silence_ms: float = 5000.0
     trailing_silence_ms: float = 1000.0
     max_sentence_ms: float = 20000.0
+    vad_silence_ms: float = 0.0
 
 
 class EndpointDetector:
@@ -115,13 +119,17 @@ class EndpointDetector:
             self.trailing_silence = self.trailing_silence + 1 if s else 0
         self.frames += len(silent)
 
-    def reached(self, decoded_something: bool) -> Optional[str]:
-        """The rule that ends the sentence now, or None."""
+    def reached(self, decoded_something: bool, vad_silence_ms: float = 0.0) -> Optional[str]:
+        """The rule that ends the sentence now, or None; ``vad_silence_ms``: the audio's
+        trailing silence by the VAD (the ``vad_silence`` rule, when enabled)."""
         silence_ms = self.trailing_silence * self.frame_ms
         if self.frames * self.frame_ms >= self.rules.max_sentence_ms:
             return "max_sentence"
         if decoded_something and silence_ms >= self.rules.trailing_silence_ms:
             return "trailing_silence"
+        if (decoded_something and self.rules.vad_silence_ms > 0
+                and vad_silence_ms >= self.rules.vad_silence_ms):
+            return "vad_silence"
         if not decoded_something and silence_ms >= self.rules.max_leading_silence_ms:
             return "leading_silence"
         return None

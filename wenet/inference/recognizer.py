@@ -21,6 +21,10 @@ source, reason) say why, its ``results`` hold the other inputs' results. A short
 is refused before the model sees it, so it never changes the other inputs' batches.
 ``iter_results`` (the streaming form, used by transcribe.py) raises nothing for bad
 inputs: it logs them by key and file, skips them and keeps them in ``last_failures``.
+
+Audio longer than ``max_segment_s`` (20 s by default; 0: never) is cut at pauses into
+segments decoded as utterances of their own and joined back into one result, times
+counted from the start of the recording (``wenet/inference/long_audio.py``).
 """
 from __future__ import annotations
 
@@ -40,6 +44,7 @@ from wenet.decode.options import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
 from wenet.inference.features import feature_batches
 from wenet.inference.loader import LoadedModel, min_input_frames
+from wenet.inference.long_audio import SegmentConf, SegmentedItems, joined
 from wenet.decode.nbest import decode_nbest
 
 Audio = Union[str, Sequence[str], np.ndarray, torch.Tensor]
@@ -169,6 +174,7 @@ class Recognizer:
     context_score: float = 3.0       # hotwords given per call (context_list)
     last_stats: Optional[RecordingStats] = None
     last_failures: List[InputFailure] = field(default_factory=list)  # of the last call
+    max_segment_s: float = 20.0      # longer audio is cut at pauses (long_audio.py); 0: never
 
     def transcribe(self, audio: Audio, sample_rate: Optional[int] = None,
                    mode: str = "attention_rescoring", nbest: int = 1, timestamps: bool = False,
@@ -205,11 +211,23 @@ class Recognizer:
             for key, audio in items:
                 order.setdefault(key, len(order))
                 yield key, audio
-        for batch in feature_batches(numbered(), self.loaded.feature_conf, self.batch_size,
-                                     stats, min_input_frames(self.loaded.model)):
-            results = self.decode_batch(batch, mode, nbest, timestamps, options)
-            yield from sorted(results, key=lambda r: order[r.key])
+        segmented = None
+        if self.max_segment_s > 0:
+            segmented = items = SegmentedItems(items, self.segment_conf())
+
+        def decoded() -> Iterator[Result]:
+            for batch in feature_batches(numbered(), self.loaded.feature_conf, self.batch_size,
+                                         stats, min_input_frames(self.loaded.model)):
+                results = self.decode_batch(batch, mode, nbest, timestamps, options)
+                yield from sorted(results, key=lambda r: order[r.key])
+        yield from decoded() if segmented is None else joined(decoded(), segmented)
         stats.log_summary()
+
+    def segment_conf(self) -> SegmentConf:
+        """How audio longer than ``max_segment_s`` is cut: segments of at least a quarter
+        of it (5 s at the default 20 s)."""
+        return SegmentConf(max_segment_s=self.max_segment_s,
+                           min_segment_s=self.max_segment_s / 4)
 
     @torch.no_grad()
     def decode_batch(self, batch: dict, mode: str, nbest: int, timestamps: bool,

@@ -18,7 +18,11 @@ the stream read what is left. So, without endpointing, the final result equals
 ``--decoding_chunk_size``, ``--num_decoding_left_chunks``, beam and weights.
 
 Sentences: with ``continuous`` the :class:`~wenet.decode.stream_state.EndpointRules`
-cut the stream into sentences (a leading silence alone is dropped); each sentence is
+cut the stream into sentences (a leading silence alone is dropped; with
+``vad_silence_ms`` > 0 also after that much silence by the energy VAD of
+:class:`~wenet.inference.vad.StreamingVad`, measured on the audio up to the end of the
+chunk just encoded and counted from the sentence's start at most, so the silence that
+ended one sentence does not end the next); each sentence is
 decoded from fresh caches, as WeNet's runtime does, and its word times count from the
 start of the stream. Without ``continuous`` the stream is one sentence, ended by
 :meth:`StreamingRecognizer.finish` or when it reaches ``max_sentence_ms``.
@@ -28,6 +32,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Dict, List, Optional
 
+import numpy as np
 import torch
 
 from wenet.dataset.fbank import FeatureConf
@@ -39,6 +44,7 @@ from wenet.decode.context_graph import ContextGraph
 from wenet.decode.hyps import NBest
 from wenet.decode.stream_state import CtcPrefixBeamState, EndpointDetector
 from wenet.inference.features import IncrementalFbank
+from wenet.inference.vad import StreamingVad
 from wenet.transformer.streaming_encoder import ChunkWindow
 
 
@@ -73,6 +79,11 @@ class StreamingRecognizer:
         self.sos, self.eos = int(model.sos_symbol()), int(model.eos_symbol())
         self.id_to_token = {i: t for t, i in tokenizer.symbol_table.items()}
         self.endpoint = EndpointDetector(options.endpoint, self.frame_s * 1000.0)
+        # the vad_silence rule: the VAD reads the audio up to the end of each chunk
+        self.vad = StreamingVad(self.fbank.sample_rate) \
+            if continuous and options.endpoint.vad_silence_ms > 0 else None
+        self._vad_pending = np.zeros(0, dtype=np.float32)
+        self._vad_sentence_start = 0   # VAD windows before this sentence
         self.samples_in = 0
         self.sentence_start = 0   # encoder frames of the stream before this sentence
         self.ended = False        # non-continuous stream finished (max sentence length)
@@ -90,6 +101,8 @@ class StreamingRecognizer:
                                         context_graph=self.context_graph)
         self.endpoint.reset()
         self._last_partial: Optional[str] = None
+        if getattr(self, "vad", None) is not None:
+            self._vad_sentence_start = self.vad.windows
 
     @property
     def audio_seconds(self) -> float:
@@ -107,13 +120,26 @@ class StreamingRecognizer:
             return []
         samples = torch.frombuffer(bytearray(pcm), dtype=torch.int16).float() / 32768.0
         self.samples_in += samples.numel()
+        if self.vad is not None:
+            self._vad_pending = np.concatenate([self._vad_pending, samples.numpy()])
         self._feats = torch.cat([self._feats, self.fbank.accept(samples)])
         events: List[Dict[str, Any]] = []
         while self._feats.size(0) >= self.chunks.window and not self.ended:
             self._run_chunk(self._feats[:self.chunks.window])
+            self._feed_vad(self.fbank.frames_out - self._feats.size(0) + self.chunks.window)
             self._feats = self._feats[self.chunks.stride:]
             events.extend(self._after_chunk())
         return events
+
+    def _feed_vad(self, frames_end: int) -> None:
+        """Give the VAD the samples up to the end of feature frame ``frames_end - 1``."""
+        if self.vad is None:
+            return
+        fed = self.samples_in - len(self._vad_pending)
+        end = (frames_end - 1) * self.fbank.shift + self.fbank.window
+        take = max(0, min(len(self._vad_pending), end - fed))
+        self.vad.accept(self._vad_pending[:take])
+        self._vad_pending = self._vad_pending[take:]
 
     def _run_chunk(self, xs: torch.Tensor) -> None:
         ys, self._att_cache, self._cnn_cache = self.model.forward_encoder_chunk(
@@ -128,7 +154,11 @@ class StreamingRecognizer:
 
     def _after_chunk(self) -> List[Dict[str, Any]]:
         best = self._beam.best()
-        rule = self.endpoint.reached(bool(best))
+        vad_ms = 0.0
+        if self.vad is not None:
+            windows = min(self.vad.trailing_windows, self.vad.windows - self._vad_sentence_start)
+            vad_ms = windows * self.vad.conf.hop_s * 1000.0
+        rule = self.endpoint.reached(bool(best), vad_ms)
         if rule is not None and (self.continuous or rule == "max_sentence"):
             logging.debug("endpoint (%s) after %d frames", rule, self.endpoint.frames)
             events = self._end_sentence(final_if_empty=not self.continuous)

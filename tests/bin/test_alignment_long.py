@@ -19,7 +19,7 @@ def test_long_utterance_refused_the_others_aligned(tmp_path):
     write_tones(d, keys, [0.8, 3.0, 0.6])
     write_data_list(d / "data.list", d, keys)
     rc, words, failed = _align(d, tmp_path / "limited", "--max_duration_s", "2")
-    assert rc == 0
+    assert rc == 1  # an utterance failed: exit_status's rule without --keep_going
     assert failed.startswith("long too long: 3.0 s of audio, over --max_duration_s 2")
     assert "transcribe.py's segmentation" in failed and len(failed.splitlines()) == 1
     rc, all_words, none_failed = _align(d, tmp_path / "unlimited", "--max_duration_s", "0")

@@ -75,7 +75,8 @@ def gpu_facts() -> Dict:
         facts.update(gpu_count=torch.cuda.device_count(), gpu=props.name,
                      gpu_memory_gib=round(props.total_memory / 2 ** 30, 1),
                      capability=f"{props.major}.{props.minor}",
-                     bf16=torch.cuda.is_bf16_supported())
+                     bf16=torch.cuda.is_bf16_supported(),  # what --use_amp auto asks
+                     bf16_native=torch.cuda.is_bf16_supported(including_emulation=False))
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
                               "--format=csv,noheader"], capture_output=True, text=True, timeout=10)

@@ -4,15 +4,19 @@
 # config and precision, peak GPU memory, WER per decoding mode, wall time per step).
 #
 # 1. On any machine where the main job's stages 0-3 ran (CPU is fine), make the bundle (<= 50 MB:
-#    data dirs, units, BPE model, CMVN, audio as Opus; tools/gpu_check_bundle.py):
+#    data dirs, units, BPE model, CMVN, audio as Opus; tools/gpu_check_bundle.py); with
+#    --bundle_wheels DIR also the wheels of the requirements the GPU machine may lack (about
+#    6 MB for sentencepiece, soundfile + cffi + pycparser, PyYAML, tensorboardX + protobuf +
+#    packaging, tqdm, torchaudio; `pip download --no-deps` them for its python):
 #      tools/gpu_check.sh --make_bundle gpu_bundle --recipe . [--bundle_wheels WHEEL_DIR]
 # 2. On the GPU machine (needs python with torch; the project's .venv is used when there,
 #    missing requirements are installed from --wheels, --no-deps, into WORK/pylib):
 #      tools/gpu_check.sh --bundle gpu_bundle [--wheels gpu_bundle/wheels] [--work /tmp/gpu_check]
-#    The lent `device` tool of this project (carry the git-ignored gpu_bundle/):
-#      run(carry=["gpu_bundle"], timeout_s=570, command='tools/gpu_check.sh --bundle gpu_bundle
-#          --python python3 --wheels gpu_bundle/wheels --work /tmp/gpu_check;
-#          cp /tmp/gpu_check/table.md /tmp/gpu_check/logs/* "$OUT"/')
+#    With this project's lent `device` tool: carry the git-ignored gpu_bundle/ (the bundle
+#    made with --bundle_wheels, copied into the checkout), timeout_s 570, and the command
+#      tools/gpu_check.sh --bundle gpu_bundle --python python3 --wheels gpu_bundle/wheels \
+#        --work /tmp/gpu_check; cp /tmp/gpu_check/table.md /tmp/gpu_check/logs/* "$OUT"/
+#    (a probe alone, to look first: python3 tools/gpu_check_probe.py, ~10 s)
 #
 # Steps, each under `timeout` (limits in seconds; all of them end within --budget, 450 s, a
 # step's limit shrinks to what is left of it, and the table gets 10 s more, so the check ends

@@ -54,16 +54,23 @@ def installed(dist: str) -> Optional[str]:
 
 
 def install_missing(wheel_dir: str, target: str) -> List[str]:
-    """pip-install into ``target`` the wheels of ``wheel_dir`` whose distribution is missing."""
-    wanted = []
+    """pip-install into ``target`` the wheels of ``wheel_dir`` whose distribution is missing,
+    one at a time, so a wheel built for another python fails alone (the probe then reports
+    what still does not import); → the wheels installed."""
+    done = []
     for wheel in sorted(glob.glob(os.path.join(wheel_dir, "*.whl"))):
         dist = os.path.basename(wheel).split("-", 1)[0]
-        if installed(dist) is None and not os.path.isdir(os.path.join(target, _norm(dist))):
-            wanted.append(wheel)
-    if wanted:
-        subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps",
-                        "--disable-pip-version-check", "--target", target, *wanted], check=True)
-    return [os.path.basename(w) for w in wanted]
+        if installed(dist) is not None or glob.glob(os.path.join(target, f"{_norm(dist)}-*.dist-info")):
+            continue
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps",
+                            "--disable-pip-version-check", "--target", target, wheel],
+                           capture_output=True, text=True)
+        if r.returncode == 0:
+            done.append(os.path.basename(wheel))
+        else:
+            print(f"{os.path.basename(wheel)}: pip failed: {r.stderr.strip().splitlines()[-1:]}",
+                  file=sys.stderr)
+    return done
 
 
 def gpu_facts() -> Dict:

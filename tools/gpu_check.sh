@@ -19,7 +19,7 @@
 #    (a probe alone, to look first: python3 tools/gpu_check_probe.py, ~10 s)
 #
 # Steps, each under `timeout` (limits in seconds; all of them end within --budget, 450 s, a
-# step's limit shrinks to what is left of it, and the table gets 10 s more, so the check ends
+# step's limit shrinks to what is left of it, and the table gets 20 s more, so the check ends
 # within 8 minutes; a step that runs out of time is killed with its processes, 5 s after TERM
 # at most, and the check goes on with what it left):
 #   wheels 25 (only with --wheels)  probe 40  lists 25 (shards of train/dev/test, stage 3)
@@ -27,7 +27,7 @@
 #   decode_main 45 (every CTC/attention mode on the GPU, scored)  export_main 30
 #   train_main_fp16 40 (1 epoch, fp16 + GradScaler)
 #   train_small_bf16 55 (conf/train_zipformer_librispeech_small.yaml, pruned transducer + CTC,
-#   1 epoch)  average_small 10  decode_small 25 (CTC and transducer modes)  table 10
+#   1 epoch)  average_small 10  decode_small 25 (CTC and transducer modes)  table 20
 # Output: WORK/table.md (also printed), WORK/logs/<step>.log and <run>.train.log, WORK/exp/<run>.
 # The CPU dry run (tests/tools/test_gpu_check.py) runs the same steps:
 #   tools/gpu_check.sh --bundle B --device cpu --epochs 1 --max_utts 4 --tiny true
@@ -78,8 +78,12 @@ fi
 bundle="$(cd "${bundle}" && pwd)"
 [ -z "${wheels}" ] || [ -d "${wheels}" ] || die "--wheels '${wheels}' is not a dir"
 [ -z "${wheels}" ] || wheels="$(cd "${wheels}" && pwd)"
+if [ -e "${work}" ] && [ -n "$(ls -A "${work}" 2> /dev/null)" ] && [ ! -f "${work}/.gpu_check" ]; then
+  die "--work '${work}' exists and is not an earlier check's work dir: give a new or empty dir"
+fi
 rm -rf "${work}"
 mkdir -p "${work}/logs" "${work}/bin" "${work}/pylib" "${work}/exp"
+touch "${work}/.gpu_check"  # so a rerun may empty it
 work="$(cd "${work}" && pwd)"
 # what tools/launch_train.sh calls `python` (a script, not a link: a venv's python finds its
 # packages from the path it is called by)
@@ -218,8 +222,8 @@ if step probe 40 probe && step lists 25 make_lists; then
     step decode_small 25 decode small_bf16 "${small_modes}" || true
   fi
 fi
-deadline=$(( deadline + 10 ))
-step table 10 bash -c 'python tools/gpu_check_table.py --work "${work}" > "${work}/table.md"' || true
+deadline=$(( deadline + 20 ))
+step table 20 bash -c 'python tools/gpu_check_table.py --work "${work}" > "${work}/table.md"' || true
 for run in main_bf16 main_fp16 small_bf16; do
   [ ! -f "${work}/exp/${run}/train.0.log" ] || cp "${work}/exp/${run}/train.0.log" "${work}/logs/${run}.train.log"
 done

@@ -163,3 +163,27 @@ def test_dry_run_table_matches_references(bundle, tmp_path):
                         str(ref), str(hyp)]).stdout
             wer = re.search(r"^Overall -> ([\d.]+) %", out, re.M).group(1)
             assert float(wer_rows[(run, mode)][2]) == float(wer)
+
+
+def test_steps_end_at_the_budget_and_leave_no_process(bundle, tmp_path):
+    """A budget too small for the steps: the running step is killed at its limit (with
+    the processes it started), the later ones are skipped, the table is still written,
+    and the check fails."""
+    work = tmp_path / "work"
+    budget = 8
+    r = _run(["bash", os.path.join(T.TOOLS_DIR, "gpu_check.sh"), "--bundle", str(bundle),
+              "--device", "cpu", "--epochs", "1", "--max_utts", "4", "--tiny", "true",
+              "--python", sys.executable, "--nj", "1", "--work", str(work),
+              "--budget", str(budget)], timeout=120)
+    assert r.returncode == 1
+    steps = [line.split("\t") for line in (work / "steps.tsv").read_text().splitlines()]
+    assert steps[0][0] == "probe" and steps[-1][0] == "table" and steps[-1][3] == "ok"
+    statuses = [s[3] for s in steps[:-1]]
+    assert "timeout" in statuses
+    after = statuses[statuses.index("timeout") + 1:]  # a timed-out step stops what needs it,
+    assert all(st.startswith("skipped") for st in after), statuses  # the rest finds no time
+    # no step ran past its limit by more than timeout's 5 s grace; all within the budget
+    assert sum(float(s[2]) for s in steps[:-1]) <= budget + 5 + 1
+    assert "| step | limit s | wall s | status |" in (work / "table.md").read_text()
+    left = subprocess.run(["pgrep", "-f", str(work)], capture_output=True, text=True).stdout
+    assert left == "", f"processes of the check still running: {left}"

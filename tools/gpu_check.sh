@@ -22,9 +22,9 @@
 # step's limit shrinks to what is left of it, and the table gets 20 s more, so the check ends
 # within 8 minutes; a step that runs out of time is killed with its processes, 5 s after TERM
 # at most, and the check goes on with what it left):
-#   wheels 25 (only with --wheels)  probe 40  lists 25 (shards of train/dev/test, stage 3)
+#   wheels 25 (only with --wheels)  probe 40  lists 30 (shards of train/dev/test, stage 3)
 #   train_main_bf16 150 (conf/train_zipformer.yaml, --epochs 7, bf16)  average_main 15
-#   decode_main 45 (every CTC/attention mode on the GPU, scored)  export_main 30
+#   decode_main 45 (every CTC/attention mode on the GPU, scored)  export_main 25
 #   train_main_fp16 40 (1 epoch, fp16 + GradScaler)
 #   train_small_bf16 55 (conf/train_zipformer_librispeech_small.yaml, pruned transducer + CTC,
 #   1 epoch)  average_small 10  decode_small 25 (CTC and transducer modes)  table 20
@@ -207,12 +207,12 @@ small_modes="ctc_greedy_search ctc_prefix_beam_search rnnt_greedy_search rnnt_be
 printf 'main_bf16\tconf/train_zipformer.yaml\tbf16\nmain_fp16\tconf/train_zipformer.yaml\tfp16\nsmall_bf16\tconf/train_zipformer_librispeech_small.yaml\tbf16\n' > "${work}/runs.tsv"
 
 if [ -n "${wheels}" ]; then step wheels 25 install_wheels || true; fi
-if step probe 40 probe && step lists 25 make_lists; then
+if step probe 40 probe && step lists 30 make_lists; then
   step train_main_bf16 150 train main_bf16 conf/train_zipformer.yaml bf16 "${epochs}" 1 \
     ${main_extra[@]+"${main_extra[@]}"} || true
   if step average_main 15 average main_bf16; then
     step decode_main 45 decode main_bf16 "${main_modes}" || true
-    step export_main 30 export_jit main_bf16 || true
+    step export_main 25 export_jit main_bf16 || true
   fi
   step train_main_fp16 40 train main_fp16 conf/train_zipformer.yaml fp16 1 1 \
     ${main_extra[@]+"${main_extra[@]}"} || true

@@ -172,4 +172,6 @@ def test_failing_rank_stops_the_others(recipe):
     assert r.returncode == 3
     assert "rank 2 failed (exit 3)" in r.stderr
     assert took < 30, f"the launcher waited {took:.0f} s for ranks that should have been killed"
-    assert sorted(records(recipe)) == [0, 1, 2, 3]
+    assert 2 in records(recipe)  # the others may be killed before their stub wrote anything
+    left = subprocess.run(["pgrep", "-f", str(recipe)], capture_output=True, text=True).stdout
+    assert left == "", f"ranks still running after the launcher returned: {left}"

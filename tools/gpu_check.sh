@@ -74,7 +74,8 @@ if [ -n "${make_bundle}" ]; then
 fi
 
 [ -n "${bundle}" ] || die "give --bundle DIR (or --make_bundle DIR --recipe RECIPE_DIR); see --help"
-[ -f "${bundle}/manifest.json" ] || die "--bundle '${bundle}' holds no manifest.json: not a bundle of --make_bundle"
+[ -f "${bundle}/manifest.json" ] \
+  || die "--bundle '${bundle}' holds no manifest.json: not a bundle of --make_bundle"
 bundle="$(cd "${bundle}" && pwd)"
 [ -z "${wheels}" ] || [ -d "${wheels}" ] || die "--wheels '${wheels}' is not a dir"
 [ -z "${wheels}" ] || wheels="$(cd "${wheels}" && pwd)"
@@ -93,7 +94,11 @@ export PATH="${work}/bin:${PATH}"
 export PYTHONPATH="${work}/pylib:${repo}${PYTHONPATH:+:${PYTHONPATH}}"
 cd "${repo}"
 
-if [ "${device}" = cuda ]; then gpu=0; export CUDA_VISIBLE_DEVICES=0; else gpu=-1; export CUDA_VISIBLE_DEVICES=; fi
+if [ "${device}" = cuda ]; then
+  gpu=0; export CUDA_VISIBLE_DEVICES=0
+else
+  gpu=-1; export CUDA_VISIBLE_DEVICES=
+fi
 deadline=$(( $(date +%s) + budget ))
 failed=0
 
@@ -112,8 +117,13 @@ step() {
   timeout -k 5 "${limit}" bash -c '"$@"' _ "$@" > "${work}/logs/${name}.log" 2>&1 || rc=$?
   t1=$(date +%s%N)
   case "${rc}" in 0) status=ok ;; 124 | 137) status="timeout" ;; *) status="exit ${rc}" ;; esac
-  printf '%s\t%s\t%.1f\t%s\n' "${name}" "${limit}" "$(( (t1 - t0) / 1000000 ))e-3" "${status}" >> "${work}/steps.tsv"
-  if [ "${rc}" -ne 0 ]; then failed=1; echo "== ${name}: ${status}; last lines of its log:"; tail -n 5 "${work}/logs/${name}.log"; fi
+  printf '%s\t%s\t%.1f\t%s\n' "${name}" "${limit}" "$(( (t1 - t0) / 1000000 ))e-3" "${status}" \
+    >> "${work}/steps.tsv"
+  if [ "${rc}" -ne 0 ]; then
+    failed=1
+    echo "== ${name}: ${status}; last lines of its log:"
+    tail -n 5 "${work}/logs/${name}.log"
+  fi
   return "${rc}"
 }
 
@@ -204,7 +214,9 @@ main_extra=() small_extra=() small_workers=4
 if "${tiny}"; then main_extra=("${tiny_main[@]}"); small_extra=("${tiny_small[@]}"); small_workers=1; fi
 main_modes="ctc_greedy_search ctc_prefix_beam_search attention attention_rescoring"
 small_modes="ctc_greedy_search ctc_prefix_beam_search rnnt_greedy_search rnnt_beam_search"
-printf 'main_bf16\tconf/train_zipformer.yaml\tbf16\nmain_fp16\tconf/train_zipformer.yaml\tfp16\nsmall_bf16\tconf/train_zipformer_librispeech_small.yaml\tbf16\n' > "${work}/runs.tsv"
+{ printf 'main_bf16\tconf/train_zipformer.yaml\tbf16\n'
+  printf 'main_fp16\tconf/train_zipformer.yaml\tfp16\n'
+  printf 'small_bf16\tconf/train_zipformer_librispeech_small.yaml\tbf16\n'; } > "${work}/runs.tsv"
 
 if [ -n "${wheels}" ]; then step wheels 25 install_wheels || true; fi
 if step probe 40 probe && step lists 30 make_lists; then
@@ -225,7 +237,8 @@ fi
 deadline=$(( deadline + 20 ))
 step table 20 bash -c 'python tools/gpu_check_table.py --work "${work}" > "${work}/table.md"' || true
 for run in main_bf16 main_fp16 small_bf16; do
-  [ ! -f "${work}/exp/${run}/train.0.log" ] || cp "${work}/exp/${run}/train.0.log" "${work}/logs/${run}.train.log"
+  log="${work}/exp/${run}/train.0.log"
+  [ ! -f "${log}" ] || cp "${log}" "${work}/logs/${run}.train.log"
 done
 [ ! -f "${work}/table.md" ] || cat "${work}/table.md"
 exit "${failed}"

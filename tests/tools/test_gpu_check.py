@@ -187,3 +187,42 @@ def test_steps_end_at_the_budget_and_leave_no_process(bundle, tmp_path):
     assert "| step | limit s | wall s | status |" in (work / "table.md").read_text()
     left = subprocess.run(["pgrep", "-f", str(work)], capture_output=True, text=True).stdout
     assert left == "", f"processes of the check still running: {left}"
+
+
+def _wheel(folder: Path, dist: str, version: str) -> Path:
+    """A minimal pure-python wheel of one module ``<dist>_mod`` (the files pip needs)."""
+    import zipfile
+    path = folder / f"{dist}-{version}-py3-none-any.whl"
+    info = f"{dist}-{version}.dist-info"
+    files = {f"{dist}_mod.py": f"VERSION = {version!r}\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+    return path
+
+
+def test_wheels_install_only_what_is_missing(tmp_path):
+    """--wheels: a wheel of a distribution this python lacks is installed into the target
+    (and imports from it); one of an installed distribution (tqdm here) is left alone."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "gpucheckdummy", "1.2")
+    _wheel(wheels, "tqdm", "0.0.1")
+    target = tmp_path / "pylib"
+    probe = os.path.join(T.TOOLS_DIR, "gpu_check_probe.py")
+    r = _run([sys.executable, probe, "--install_from", str(wheels), "--target", str(target)])
+    assert r.returncode == 0, r.stderr
+    assert "gpucheckdummy-1.2-py3-none-any.whl" in r.stdout and "tqdm" not in r.stdout
+    assert sorted(p.name for p in target.iterdir() if not p.name.startswith("__")) == \
+        ["gpucheckdummy-1.2.dist-info", "gpucheckdummy_mod.py"]
+    env = dict(_env(), PYTHONPATH=str(target))
+    out = subprocess.run([sys.executable, "-c", "import gpucheckdummy_mod as m, tqdm; "
+                          "print(m.VERSION, tqdm.__version__ != '0.0.1')"],
+                         capture_output=True, text=True, env=env)
+    assert out.stdout.split() == ["1.2", "True"], out.stderr
+    # a second run finds it installed in the target and installs nothing
+    r = _run([sys.executable, probe, "--install_from", str(wheels), "--target", str(target)])
+    assert "nothing (all present)" in r.stdout

@@ -117,7 +117,8 @@ def test_bundle_holds_the_recipe_with_opus_audio(bundle):
         (recipe / "data" / "lang_char" / "train_char9_units.txt").read_bytes()
     assert (bundle / "lang" / "bpe.model").read_bytes() == \
         (recipe / "data" / "lang_char" / "train_char9.model").read_bytes()
-    assert (bundle / "global_cmvn").read_bytes() == (recipe / "raw_wav" / "train" / "global_cmvn").read_bytes()
+    assert (bundle / "global_cmvn").read_bytes() == \
+        (recipe / "raw_wav" / "train" / "global_cmvn").read_bytes()
 
 
 def test_dry_run_table_matches_references(bundle, tmp_path):
@@ -196,7 +197,8 @@ def _wheel(folder: Path, dist: str, version: str) -> Path:
     info = f"{dist}-{version}.dist-info"
     files = {f"{dist}_mod.py": f"VERSION = {version!r}\n",
              f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n",
-             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+             f"{info}/WHEEL": ("Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                               "Tag: py3-none-any\n")}
     files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
     with zipfile.ZipFile(path, "w") as z:
         for name, text in files.items():

@@ -44,15 +44,36 @@ if [ "${node_rank}" -ge "${num_nodes}" ]; then
 fi
 mkdir -p "${model_dir}"
 
+# GPUs as CUDA numbers them: CUDA_VISIBLE_DEVICES when set (an invalid or negative entry
+# hides it and every later one, as in CUDA; "" or -1: no GPU), else what nvidia-smi lists.
+# Each process gets one index (train.py --gpu N narrows CUDA_VISIBLE_DEVICES to it), so
+# GPU UUIDs are refused.
 gpus=()
 if [ -n "${CUDA_VISIBLE_DEVICES+set}" ]; then
   IFS=',' read -r -a listed <<< "${CUDA_VISIBLE_DEVICES}"
   for g in ${listed[@]+"${listed[@]}"}; do
     g="${g// /}"
-    if [ -n "${g}" ] && [ "${g}" != "-1" ]; then gpus+=("${g}"); fi
+    case "${g}" in
+      GPU-* | MIG-*)
+        echo "$0: CUDA_VISIBLE_DEVICES='${CUDA_VISIBLE_DEVICES}' names a GPU by UUID ('${g}');" \
+          "the launcher gives each process a GPU index (train.py --gpu N): list indices as" \
+          "'nvidia-smi -L' numbers them, e.g. CUDA_VISIBLE_DEVICES=0,1" >&2
+        exit 1 ;;
+    esac
+    [[ "${g}" =~ ^[0-9]+$ ]] || break  # -1 and anything CUDA cannot parse end the list
+    gpus+=("$((10#${g}))")
   done
 elif command -v nvidia-smi > /dev/null 2>&1; then
-  n=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU' || true)
+  smi_rc=0
+  smi_out=$(timeout 60 nvidia-smi -L 2> /dev/null) || smi_rc=$?
+  if [ "${smi_rc}" -eq 124 ]; then
+    echo "$0: 'nvidia-smi -L' did not answer within 60 s; set CUDA_VISIBLE_DEVICES (e.g. 0,1," \
+      "or '' for CPU training) so the launcher need not ask it" >&2
+    exit 1
+  elif [ "${smi_rc}" -ne 0 ]; then
+    echo "$0: 'nvidia-smi -L' failed (exit ${smi_rc}): no GPU used" >&2
+  fi
+  n=$(printf '%s\n' "${smi_out}" | grep -c '^GPU [0-9]' || true)
   for ((g = 0; g < ${n:-0}; g++)); do gpus+=("${g}"); done
 fi
 if [ "${#gpus[@]}" -gt 0 ]; then

@@ -4,16 +4,22 @@ Every ``log_interval`` batches rank 0 logs the mean losses of the batches since
 the previous line, the learning rate, the last gradient norm, the throughput in
 seconds of audio per second and the ETA of the epoch and of the training, and
 writes the same figures to tensorboard (``train/*``, per update). At each epoch
-end every rank logs its counters and the time split of :class:`StepTimes`; the
-epoch's train and CV losses go to ``epoch/*``. Nothing here changes training.
+end every rank logs its counters, the time split of :class:`StepTimes` and its
+throughput line (audio seconds, audio s/s, s/batch, and the peak CUDA memory of
+the epoch on a GPU; :func:`parse_throughput` reads it back, e.g. for
+tools/gpu_check.sh); the epoch's train and CV losses go to ``epoch/*``. Nothing
+here changes training.
 """
 from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
+
+import torch
 
 from wenet.train.config import TrainConf
 from wenet.train.distributed import DistInfo
@@ -80,6 +86,9 @@ class EpochProgress:
         self.times_at_start = dict(vars(times))
         self.window = _Window(t=time.time())
         self.grad_norm = float("nan")  # of the last update, logged with every line until the next
+        self.epoch_audio = 0.0  # seconds of audio in this epoch's good batches (this rank)
+        if _cuda_in_use():
+            torch.cuda.reset_peak_memory_stats()
 
     def add(self, out: Dict[str, Any], batch: Dict[str, Any]) -> None:
         """Count a good batch (its losses and audio) into the next log line."""
@@ -87,7 +96,9 @@ class EpochProgress:
         for key, value in out.items():  # LOSS_KEYS, and what a model adds (loss_cr, loss_pruned...)
             if (key in LOSS_KEYS or key.startswith("loss_")) and value is not None:
                 self.window.losses[key] = self.window.losses.get(key, 0.0) + float(value.detach())
-        self.window.audio += float(batch["feats_lengths"].sum()) * self.conf.frame_shift_ms / 1000.0
+        audio = float(batch["feats_lengths"].sum()) * self.conf.frame_shift_ms / 1000.0
+        self.window.audio += audio
+        self.epoch_audio += audio
 
     def log_batch(self, st: TrainState, lr: float) -> None:
         """The periodic log line and tensorboard points (rank 0); opens a new window."""
@@ -128,6 +139,38 @@ class EpochProgress:
                      "optimizer %.1f, other %.1f", st.epoch, time.time() - self.start,
                      spent["data"], spent["forward"], spent["backward"], spent["optim"],
                      time.time() - self.start - sum(spent.values()))
+        peak_mib = torch.cuda.max_memory_allocated() / 2 ** 20 if _cuda_in_use() else None
+        logging.info("%s", throughput_line(st.epoch, self.epoch_audio, time.time() - self.start,
+                                           st.batches_done - self.first_batch, peak_mib))
+
+
+def _cuda_in_use() -> bool:
+    """True when this process has started CUDA (then its current device is the training one)."""
+    return torch.cuda.is_available() and torch.cuda.is_initialized()
+
+
+_THROUGHPUT = re.compile(
+    r"epoch (?P<epoch>\d+) throughput: (?P<audio_s>[\d.]+) s of audio in (?P<wall_s>[\d.]+) s, "
+    r"(?P<audio_s_per_s>[\d.]+) audio s/s per rank, (?P<s_per_batch>[\d.]+) s/batch over "
+    r"(?P<batches>\d+) batches(?:, peak CUDA memory (?P<peak_mib>\d+) MiB)?")
+
+
+def throughput_line(epoch: int, audio_s: float, wall_s: float, batches: int,
+                    peak_mib: Optional[float]) -> str:
+    """The epoch-end throughput line of one rank (``peak_mib`` None: not on CUDA)."""
+    line = (f"epoch {epoch} throughput: {audio_s:.1f} s of audio in {wall_s:.1f} s, "
+            f"{audio_s / max(wall_s, 1e-9):.1f} audio s/s per rank, "
+            f"{wall_s / max(batches, 1):.4f} s/batch over {batches} batches")
+    if peak_mib is not None:
+        line += f", peak CUDA memory {peak_mib:.0f} MiB"
+    return line
+
+
+def parse_throughput(text: str) -> List[Dict[str, Optional[float]]]:
+    """The figures of every throughput line in ``text`` (a train log), in order: epoch,
+    audio_s, wall_s, audio_s_per_s, s_per_batch, batches and peak_mib (None off CUDA)."""
+    return [{k: (None if v is None else float(v)) for k, v in m.groupdict().items()}
+            for m in _THROUGHPUT.finditer(text)]
 
 
 def log_epoch_losses(writer: Any, st: TrainState, train_loss: float, cv_loss: float,

@@ -18,6 +18,8 @@ nj=2                    # parallel jobs for data preparation
 num_nodes=1             # training: number of machines
 node_rank=0             # training: this machine's index, 0..num_nodes-1
 num_cpu_workers=1       # training processes when no GPU is visible
+num_workers=1           # data-loader workers per training process (ignored while dataset_conf.cache_features
+                        # is true; on a GPU: --num_workers 4 --train_overrides "dataset_conf.cache_features false")
 ddp_timeout=600         # training: seconds a rank waits for its peers (see help)
 use_amp=none            # training precision: none (float32), bf16, fp16, auto (bf16 where the GPU/CPU computes it natively)
 feat_dir=raw_wav
@@ -93,6 +95,7 @@ Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in co
   --train_seed N               training seed (default 777): weights, dropout, augmentation, order
   --num_nodes N --node_rank R  multi-node training (shared init file on a shared disk)
   --num_cpu_workers N          CPU training processes when no GPU is visible
+  --num_workers N              data-loader workers per training process (see README, Training on GPUs)
   --ddp_timeout S              seconds a training process waits for its peers (default 600):
                                how late another node may start, how long the others wait
                                while rank 0 writes a checkpoint, and how soon a dead peer
@@ -128,7 +131,7 @@ Values are checked before anything runs; a bad one stops run.sh naming the optio
 option_types=(
   stage=0..6 stop_stage=0..6 corpus='synth|synth_broad|speechocean762|swbd' download=bool seed=uint
   hours=float simulation=nonempty
-  nj=posint num_nodes=posint node_rank=uint num_cpu_workers=posint ddp_timeout=posint
+  nj=posint num_nodes=posint node_rank=uint num_cpu_workers=posint num_workers=uint ddp_timeout=posint
   use_amp='none|bf16|fp16|auto' feat_dir=nonempty data_type='shard|raw'
   num_utts_per_shard=posint prefetch=posint nbpe=uint bpemode='unigram|bpe|char|word'
   train_set=nonempty dev_set=nonempty cmvn=bool average_checkpoint=bool
@@ -349,7 +352,7 @@ if run_stage 4; then
     ${replay_data:+--replay_data "${replay_data}" --replay_ratio "${replay_ratio}"} \
     ${checkpoint:+--checkpoint "${checkpoint}"} --model_dir "${dir}" \
     ${init_checkpoint:+--init_checkpoint "${init_checkpoint}" --init_exclude "${init_exclude}"} \
-    --tensorboard_dir "${dir}/tensorboard" --num_workers 1 --use_amp "${use_amp}" "${cmvn_opts[@]}" \
+    --tensorboard_dir "${dir}/tensorboard" --num_workers "${num_workers}" --use_amp "${use_amp}" "${cmvn_opts[@]}" \
     --ddp_timeout "${ddp_timeout}" --seed "${train_seed}" "${override_opts[@]}"
   stage_done 4
 fi

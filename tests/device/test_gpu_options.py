@@ -25,9 +25,13 @@ CPU, CUDA = torch.device("cpu"), torch.device("cuda", 0)
     ("auto", False, None, False)])
 @pytest.mark.filterwarnings("ignore:.*CUDA is not available")  # this machine has no GPU
 def test_precision_on_cuda(monkeypatch, choice, bf16_gpu, want_dtype, want_scaler):
-    """bf16 (and --use_amp auto on a GPU with bf16) trains without a scaler; fp16 gets
-    torch.amp.GradScaler("cuda"); autocast is torch.amp's for the cuda device type."""
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16_gpu)
+    """bf16 (and --use_amp auto on a GPU with native bf16) trains without a scaler; fp16
+    gets torch.amp.GradScaler("cuda"); autocast is torch.amp's for the cuda device type.
+    The fake GPU emulates bf16 where it has none (V100, T4): torch's default answer is then
+    True, and auto must not take it."""
+    def is_bf16_supported(including_emulation: bool = True) -> bool:
+        return bf16_gpu or including_emulation
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
     dtype = dev.amp_dtype_for(choice, CUDA)
     assert dtype is want_dtype
     scaler = dev.grad_scaler_for(CUDA, dtype)

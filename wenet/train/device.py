@@ -88,7 +88,8 @@ def amp_dtype_for(choice: str, device: torch.device) -> Optional[torch.dtype]:
             raise ValueError(f"use_amp must be one of {sorted(AMP_DTYPES) + ['auto']}, got {choice!r}")
         return AMP_DTYPES[choice]
     if device.type == "cuda":
-        native = torch.cuda.is_bf16_supported()
+        # emulated bf16 (V100, T4) counts as supported by default; it is slower than fp32
+        native = torch.cuda.is_bf16_supported(including_emulation=False)
     else:
         # private probes of torch.cpu (present since torch 2.3); absent: assume emulation
         probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")

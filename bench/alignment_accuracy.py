@@ -345,6 +345,8 @@ def keep(args, utts: List[dict]) -> None:
             txt = " ".join(t[0] for t in u["truth"])
             lst.write(json.dumps({"key": u["key"], "wav": path, "txt": txt}) + "\n")
             tru.write(json.dumps({"key": u["key"], "words": u["truth"]}) + "\n")
+    with open(os.path.join(args.keep_dir, "set.json"), "w") as f:  # what --load_dir reports
+        json.dump({"voices": args.voices, "snr_db": args.snr_db, "seed": args.seed}, f)
 
 
 def load(load_dir: str) -> List[dict]:
@@ -370,6 +372,11 @@ def main() -> None:
     torch.set_num_threads(1)
     if args.load_dir:
         utts = load(args.load_dir)
+        meta = os.path.join(args.load_dir, "set.json")
+        if os.path.exists(meta):  # report the set's own voices and noise
+            with open(meta) as f:
+                for name, value in json.load(f).items():
+                    setattr(args, name, value)
     else:
         with tempfile.TemporaryDirectory() as tmp:
             utts = make_set(args, tmp)

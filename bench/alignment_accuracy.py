@@ -42,7 +42,6 @@ import os
 import random
 import sys
 import tempfile
-import time
 from dataclasses import replace
 from typing import Dict, List, Tuple
 
@@ -58,7 +57,7 @@ from local.synth.sentences import SentenceGenerator, vocabulary  # noqa: E402
 from local.synth.voices import split_voices  # noqa: E402
 from local.synth.word_chain import ChainConf, word_chain  # noqa: E402
 from wenet.alignment.align import ctc_forced_align, frames_needed  # noqa: E402
-from wenet.alignment.pauses import RefineConf, pause_runs  # noqa: E402
+from wenet.alignment.pauses import pause_runs  # noqa: E402
 from wenet.alignment.aligner import Aligner, Failure, Utterance  # noqa: E402
 from wenet.decode.options import (ENCODER, add_refine_options, add_search_options,  # noqa: E402
                                    refine_conf, search_options)

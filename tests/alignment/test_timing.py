@@ -45,9 +45,20 @@ def test_frame_times_carry_the_offset():
     assert timing.word_tokens == [[0, 1], [2]]
 
 
-def test_the_issue_case_first_words_get_the_minimum_from_the_free_time():
-    # refinement put THE and DATE into 10 ms each at 0.20 s (issue 35); the lead-in before
-    # them and the gap after them are free
+def test_the_issue_case_words_grow_into_speech_not_into_the_lead_in():
+    # refinement put THE and DATE into 10 ms each at 0.20 s, where the lead-in pause ends
+    # (issue 35): they grow into the speech after it, not back into the pause
+    words = [WordSpan("THE", 0.20, 0.21, 1.0), WordSpan("DATE", 0.21, 0.22, 1.0),
+             WordSpan("IS", 0.40, 0.60, 1.0)]
+    out = enforce_min_duration(words, 0.05, 1.0, pauses=[(0.0, 0.20), (0.70, 1.0)])
+    # THE: no free speech on either side -> the forward pass pushes DATE: 0.20..0.25;
+    # DATE: from 0.25 (0 free on its left, THE) 0.18 s of speech on its right -> 0.25..0.30
+    assert [(w.start_s, w.end_s) for w in out] == [
+        (pytest.approx(0.20), pytest.approx(0.25)), (pytest.approx(0.25), pytest.approx(0.30)),
+        (0.40, 0.60)]
+
+
+def test_without_pauses_free_time_on_both_sides_is_used():
     words = [WordSpan("THE", 0.20, 0.21, 1.0), WordSpan("DATE", 0.21, 0.22, 1.0),
              WordSpan("IS", 0.40, 0.60, 1.0)]
     out = enforce_min_duration(words, 0.05, 1.0)
@@ -78,7 +89,11 @@ def test_min_duration_invariants_on_random_words():
             cuts = [min(round(c, 1), duration) for c in cuts]
         words = [WordSpan(str(i), cuts[2 * i], cuts[2 * i + 1], 1.0) for i in range(n)]
         m = 0.05
-        out = enforce_min_duration(words, m, duration)
+        pauses = None
+        if rng.random() < 0.5:
+            edges = sorted(rng.uniform(0, duration) for _ in range(4))
+            pauses = [(edges[0], edges[1]), (edges[2], edges[3])]
+        out = enforce_min_duration(words, m, duration, pauses)
         need = min(m, duration / n)
         assert [w.word for w in out] == [w.word for w in words]
         for i, w in enumerate(out):

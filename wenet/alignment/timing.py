@@ -18,8 +18,8 @@ the units, and the frame geometry. Steps:
    in (or before) its word; the audio says when the word starts and ends.
 4. Every word made at least ``min_word_s`` long (``enforce_min_duration``): a word squeezed
    shorter (refinement can leave a word that CTC put in a pause with almost nothing) is
-   widened into the free time beside it, then at its neighbours' cost, never overlapping
-   them and never below their own minimum.
+   widened into the free time beside it that is not a known pause, then at its
+   neighbours' cost, never overlapping them and never below their own minimum.
 5. Tokens rescaled into their word (``tokens_in_words``): each token keeps its share of
    the word's frame-time interval, so the token tier of a TextGrid lies inside the word
    tier. A unit that belongs to no word (a char model's lone ``▁``) gets the gap between
@@ -110,8 +110,12 @@ def time_tokens(spans: Sequence[TokenSpan], units: Sequence[str], geometry: Fram
         words.append(WordSpan(word, raw[group[0]][0], raw[group[-1]][1], conf))
     frame_words = list(words)
     if refine is not None and samples is not None:
+        if runs is None:
+            runs = pause_runs(samples, rate, refine)
         words = refine_word_spans(words, samples, rate, refine, runs)
-    words = enforce_min_duration(words, min_word_s, duration_s)
+    else:
+        runs = None
+    words = enforce_min_duration(words, min_word_s, duration_s, runs)
     return Timing(words, tokens_in_words(raw, units, groups, frame_words, words), groups)
 
 
@@ -155,13 +159,17 @@ def align_and_time(ids: Sequence[int], units: Sequence[str], geometry: FrameGeom
     return path, spans, timing
 
 
-def enforce_min_duration(words: Sequence[WordSpan], min_s: float, duration_s: float
+def enforce_min_duration(words: Sequence[WordSpan], min_s: float, duration_s: float,
+                         pauses: Optional[Sequence[Tuple[float, float]]] = None
                          ) -> List[WordSpan]:
     """``words`` (in order) with none shorter than ``min_s`` (or than ``duration_s /
     len(words)`` when they cannot all have ``min_s``), none overlapping the next and all
-    inside ``[0, duration_s]``. A short word first grows into the free time on both sides
-    (evenly where it can); what is still missing it takes from its neighbours, which keep
-    their own minimum. Words long enough, with room around them, keep their times."""
+    inside ``[0, duration_s]``. A short word first grows into the free time beside it
+    (evenly where it can), but not into a known pause (``pauses``: (start, end) seconds,
+    the audio's, ``pauses.pause_runs``): a refined word that starts where a pause ends
+    grows into the speech after it. What is still missing it takes from its neighbours,
+    which keep their own minimum, and only then from pauses. Words long enough, with room
+    around them, keep their times."""
     n = len(words)
     if n == 0:
         return []
@@ -177,8 +185,8 @@ def enforce_min_duration(words: Sequence[WordSpan], min_s: float, duration_s: fl
         short = min_s - (ends[i] - starts[i])
         if short <= 1e-12:
             continue
-        left = starts[i] - (ends[i - 1] if i else 0.0)
-        right = (starts[i + 1] if i + 1 < n else duration_s) - ends[i]
+        left = _free(starts[i], ends[i - 1] if i else 0.0, pauses)
+        right = _free(ends[i], starts[i + 1] if i + 1 < n else duration_s, pauses)
         take_left = min(left, max(short / 2.0, short - right))
         take_right = min(right, short - take_left)
         starts[i] -= take_left
@@ -193,6 +201,18 @@ def enforce_min_duration(words: Sequence[WordSpan], min_s: float, duration_s: fl
     starts = np.maximum(starts, 0.0)
     return [WordSpan(w.word, float(a), float(b), w.confidence)
             for w, a, b in zip(words, starts, ends)]
+
+
+def _free(edge: float, limit: float, pauses: Optional[Sequence[Tuple[float, float]]]
+          ) -> float:
+    """Seconds from a word's ``edge`` towards ``limit`` (the neighbour's edge or the end of
+    the audio) before the first pause of ``pauses`` begins."""
+    lo, hi = min(edge, limit), max(edge, limit)
+    stop = limit
+    for a, b in pauses or ():
+        if b > lo + 1e-9 and a < hi - 1e-9:  # a pause inside the free stretch
+            stop = max(stop, min(b, edge)) if limit < edge else min(stop, max(a, edge))
+    return abs(stop - edge)
 
 
 def tokens_in_words(raw: Sequence[Tuple[float, float]], units: Sequence[str],

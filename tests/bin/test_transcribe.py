@@ -14,6 +14,7 @@ import torchaudio
 import wenet
 from tests.tiny_experiment import (read_hyps, tiny_config, write_experiment, write_tones,
                                    write_wav_scp)
+from wenet.alignment.align import word_groups
 from wenet.bin.recognize import main as recognize_main
 from wenet.bin.transcribe import audio_inputs, main as transcribe_main
 
@@ -177,3 +178,49 @@ def test_recognize_nbest_and_ctm_files_equal_transcribe(model_dir, tmp_path):
         assert r["nbest"][0]["text"] == text[r["key"]]
     ctm = sorted((tmp_path / "rec" / mode / "ctm").read_text().splitlines())
     assert ctm == sorted((tmp_path / "t.ctm").read_text().splitlines())
+
+
+def test_default_timestamps_start_after_a_lead_in_and_keep_the_rules(model_dir, tmp_path):
+    """The default word times (pause-refined): with 0.3 s of near-silence before the
+    audio, the first word starts where that pause ends, not at 0 (issue 35); no word is
+    shorter than 50 ms, words do not overlap, tokens lie inside their words; the CTM and
+    the SRT carry the same times."""
+    d = model_dir
+    rng = np.random.default_rng(0)
+    lead = 0.3
+    for k in KEYS:
+        wav, rate = sf.read(d / f"{k}.wav", dtype="float32")
+        quiet = 1e-4 * rng.standard_normal(int(lead * rate)).astype(np.float32)
+        tail = 1e-4 * rng.standard_normal(int(0.2 * rate)).astype(np.float32)
+        sf.write(tmp_path / f"{k}.wav", np.concatenate([quiet, wav, tail]), rate)
+    asr = wenet.load_model(str(d), checkpoint=str(d / "avg_2.pt"), batch_size=2)
+    results = asr.transcribe([str(tmp_path / f"{k}.wav") for k in KEYS],
+                             mode="ctc_prefix_beam_search", timestamps=True)
+    timed = [r for r in results if r.words]
+    assert timed
+    for r in timed:
+        assert r.words[0].start_s == pytest.approx(lead, abs=0.011)
+        for i, w in enumerate(r.words):
+            assert w.end_s - w.start_s >= 0.05 - 1e-9
+            assert i == 0 or r.words[i - 1].end_s <= w.start_s + 1e-9
+        groups = word_groups(r.nbest[0].tokens)  # a lone space unit belongs to no word
+        assert len(groups) == len(r.words)
+        for j, group in enumerate(groups):
+            for i in group:
+                t = r.tokens[i]
+                assert r.words[j].start_s - 1e-9 <= t.start <= t.end <= r.words[j].end_s + 1e-9
+    out = _transcribe(d, tmp_path / "t", "--checkpoint", str(d / "avg_2.pt"), "--mode",
+                      "ctc_prefix_beam_search", "--format", "json", "--timestamps", "--ctm",
+                      str(tmp_path / "w.ctm"), "--srt", str(tmp_path / "srt"),
+                      *[str(tmp_path / f"{k}.wav") for k in KEYS])
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    words = [(r["key"], w) for r in rows for w in r.get("words", [])]
+    assert words and all(w["start_s"] == pytest.approx(lead, abs=0.011)
+                         for r in rows for w in r.get("words", [])[:1])
+    ctm = [line.split() for line in (tmp_path / "w.ctm").read_text().splitlines()]
+    assert [(c[0], c[2], c[3]) for c in ctm] == [
+        (k, f"{w['start_s']:.2f}", f"{w['end_s'] - w['start_s']:.2f}") for k, w in words]
+    key, w = words[0]
+    first = (tmp_path / "srt" / f"{key}.srt").read_text().splitlines()[1]
+    assert first.startswith("00:00:00,%03d" % round(1000 * w["start_s"]))
+

@@ -259,7 +259,8 @@ def align_all(args, aligners: Dict[str, Aligner], utts: List[dict]) -> Dict[str,
     rows: Dict[str, list] = {name: [] for name in aligners}
     sweep = {setting: [] for setting in SWEEP}
     same, ters, density = 0, [], []
-    ctc_aligner = next((a for n, a in aligners.items() if PATHS[n][0] == "ctc"), None)
+    # the greedy token error and the torchaudio check: the first path with a CTC search
+    ctc_aligner = next((a for a in aligners.values() if a.method == "ctc"), None)
     for u in utts:
         ter = float("nan")
         if ctc_aligner is not None:

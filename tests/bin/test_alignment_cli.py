@@ -299,3 +299,64 @@ def test_refined_words_sit_on_pause_edges(setup, tmp_path):
         prev_end[key] = float(e1)
         moved += abs(float(s1) - float(s0)) > 1e-3 or abs(float(e1) - float(e0)) > 1e-3
     assert moved > 0  # the bursts give edges near some boundaries
+
+
+def test_a_transducer_aligns_through_its_lattice(tmp_path):
+    """--method transducer: with the frames' own times, the tokens start on frames (plus
+    the encoder's offset) that make a best lattice path (brute force over every path, the
+    joint evaluated cell by cell here; near-ties on these steady tones, so scores are
+    compared); refined (the default), the words keep the rules (in order, at least 50 ms,
+    tokens inside)."""
+    import itertools
+    from tests.tiny_experiment import TRANSDUCER, tiny_config, write_experiment, write_tones
+    from wenet.inference.loader import load_model_dir
+    d = tmp_path
+    keys = {"t0": "abc", "t1": "ca"}
+    write_tones(d, list(keys), [0.5, 0.4])
+    write_experiment(d, tiny_config(TRANSDUCER), "avg_1.pt", joint=4.0, joint_blank=2.0)
+    (d / "data.list").write_text("".join(json.dumps({"key": k, "wav": str(d / f"{k}.wav"),
+                                                     "txt": t}) + "\n" for k, t in keys.items()))
+    common = ["--config", str(d / "train.yaml"), "--checkpoint", str(d / "avg_1.pt"),
+              "--input_file", str(d / "data.list"), "--dict", str(d / "units.txt"),
+              "--method", "transducer"]
+    assert alignment_main(common + ["--result_file", str(d / "plain"), *FRAMES]) == 0
+    assert alignment_main(common + ["--result_file", str(d / "refined")]) == 0
+    model = load_model_dir(str(d), "cpu", str(d / "avg_1.pt")).model
+    for key, txt in keys.items():
+        wav, rate = load_audio(str(d / f"{key}.wav"))
+        feats = compute_fbank(wav, rate, num_mel_bins=20)
+        units = ["\u2581" if ch == " " else ch for ch in txt]
+        ids = [UNITS.index(u) for u in units]
+        with torch.no_grad():
+            enc, _ = model.encode(feats[None], torch.tensor([feats.size(0)]))
+            enc = model.project_encoder(enc[0])
+            state, preds, token = model.predictor_init_state(1), [], torch.tensor([0])
+            for nxt in [None] + ids:
+                if nxt is not None:
+                    token = torch.tensor([nxt])
+                pred, state = model.forward_predictor_step(token, state)
+                preds.append(pred)
+            lp = np.array([[torch.log_softmax(model.forward_joint_step(enc[t:t + 1], p), -1)[0]
+                            .double().numpy() for p in preds] for t in range(enc.size(0))])
+        def score(path):
+            total, u = 0.0, 0
+            for t in range(lp.shape[0]):
+                while u < len(ids) and path[u] == t:
+                    total, u = total + lp[t, u, ids[u]], u + 1
+                total += lp[t, u, 0]
+            return total
+        best = max(score(p) for p in itertools.combinations_with_replacement(
+            range(lp.shape[0]), len(ids)))
+        got = [float(s) for k, _, s, _ in _lines(d / "plain.tokens") if k == key]
+        frames = [round((g - OFFSET) / SHIFT) for g in got]
+        assert got == pytest.approx([f * SHIFT + OFFSET for f in frames], abs=6e-4)
+        assert score(frames) == pytest.approx(best, abs=1e-6)
+        words = [(w, float(s), float(e)) for k, w, s, e in _lines(d / "refined") if k == key]
+        assert [w[0] for w in words] == txt.split()
+        assert all(e - s >= 0.05 - 1e-6 for _, s, e in words)
+        assert all(a[2] <= b[1] + 1e-6 for a, b in zip(words, words[1:]))
+        toks = [(u, float(s), float(e)) for k, u, s, e in _lines(d / "refined.tokens")
+                if k == key and u != "\u2581"]
+        owner = [j for j, w in enumerate(txt.split()) for _ in w]
+        for (_, s, e), j in zip(toks, owner):
+            assert words[j][1] - 1e-3 <= s <= e <= words[j][2] + 1e-3

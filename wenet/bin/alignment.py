@@ -39,7 +39,7 @@ import torch
 from tqdm import tqdm
 
 from wenet.alignment.aligner import (Aligner, Alignment, Failure, align_data_list,
-                                      failure_line, summary)
+                                      failure_line, has_ctc_head, summary)
 from wenet.decode.options import (ENCODER, add_refine_options, add_search_options,
                                    refine_conf, search_options)
 from wenet.alignment.formats import ctm_lines, textgrid_text
@@ -68,6 +68,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--refine_boundaries", action=argparse.BooleanOptionalAction, default=True,
                    help="let the audio's pauses steer the search and move word boundaries to "
                         "them (default); --no-refine_boundaries: the frames' times")
+    p.add_argument("--method", default="auto", choices=["auto", "ctc", "transducer"],
+                   help="the CTC head's alignment or a transducer's lattice; auto: CTC "
+                        "where the model has a CTC head")
     p.add_argument("--min_word_duration", type=float, default=MIN_WORD_S,
                    help="seconds; shorter words are widened into the time beside them")
     add_refine_options(p)
@@ -108,9 +111,16 @@ def run(args: argparse.Namespace) -> int:
                             bpe_model=args.bpe_model)
     refine = refine_conf(args) if args.refine_boundaries else None
     options = search_options(args)
-    aligner = Aligner(loaded.model, loaded.tokenizer, loaded.feature_conf, device, refine,
-                      options.chunk_size, options.num_left_chunks,
-                      min_word_s=args.min_word_duration)
+    method = args.method
+    if method == "auto":
+        method = "ctc" if has_ctc_head(loaded.model) else "transducer"
+    try:
+        aligner = Aligner(loaded.model, loaded.tokenizer, loaded.feature_conf, device, refine,
+                          options.chunk_size, options.num_left_chunks, method=method,
+                          min_word_s=args.min_word_duration)
+    except ValueError as e:
+        logging.error("%s: %s", args.checkpoint or args.config, e)
+        return 1
     paths = {"words": args.result_file, "tokens": args.token_file or args.result_file + ".tokens",
              "failed": args.failed_file or args.result_file + ".failed"}
     if args.ctm:

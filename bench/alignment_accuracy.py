@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Word-boundary accuracy of CTC forced alignment on audio with known word times.
+"""Word-boundary accuracy of forced alignment's word times on audio with known word times.
 
 Each test utterance is built from words synthesised one at a time
 (``local/synth/word_chain.py``: the built-in corpus's engines and held-out test voices;
@@ -9,17 +9,28 @@ silences of ``--min_gap``..``--max_gap`` seconds, padded at both ends, with nois
 at ``--snr_db`` like the corpus's augmentation (60: near clean). The true start and end
 of every word are therefore known to the sample.
 
-The utterances are aligned to their transcripts with a trained model twice: with
-``wenet.alignment.align.ctc_forced_align`` (what ``wenet/bin/alignment.py`` runs) and
-with ``torchaudio.functional.forced_align``, on the same CTC log-probabilities and
-with the same token-to-word grouping. Printed: the fraction of word boundaries
-(starts and ends) within ``--tolerance`` of the truth for both, the error
-distribution per kind of boundary, and how often the two aligners agree.
+The utterances are aligned to their transcripts along each of ``--paths`` and timed by
+``wenet.alignment.timing`` (what ``alignment.py`` and ``transcribe.py`` report):
+
+- ``ctc``: the CTC head's forced alignment, the frames' times (encoder offset corrected,
+  ``timing.frame_offset_seconds``; words at least 50 ms): ``--no-refine_boundaries``;
+- ``refined``: the same search steered by the audio's pauses, word boundaries moved to
+  them (the default of alignment.py / transcribe.py);
+- ``transducer``: a transducer's (``--transducer_exp_dir``) forced alignment through its
+  lattice (``alignment.rnnt``), steered and refined by the pauses likewise;
+- ``transducer_ctc``: that transducer's CTC head, refined;
+- ``transducer_plain``: the transducer's lattice, the frames' times.
+
+Printed per path: the fraction of word boundaries (starts and ends) within
+``--tolerance`` of the truth, the error distribution (median, quartiles, the best constant
+shift as an oracle), per kind of boundary. The ``ctc`` path also checks that our Viterbi
+gives torchaudio's ``forced_align`` path on the same log-probabilities.
 
     . ./path.sh && python bench/alignment_accuracy.py \\
         --exp_dir exp/synth_train_zipformer \\
         --dict data/lang_char/train_unigram128_units.txt \\
-        --bpe_model data/lang_char/train_unigram128.model [--snr_db 60]
+        --bpe_model data/lang_char/train_unigram128.model [--snr_db 60] \\
+        [--paths ctc,refined,transducer --transducer_exp_dir exp/synth_zipformer_rnnt]
 """
 from __future__ import annotations
 
@@ -31,7 +42,6 @@ import os
 import random
 import sys
 import tempfile
-import time
 from dataclasses import replace
 from typing import Dict, List, Tuple
 
@@ -46,9 +56,8 @@ from local.synth.augment import TARGET_RATE  # noqa: E402
 from local.synth.sentences import SentenceGenerator, vocabulary  # noqa: E402
 from local.synth.voices import split_voices  # noqa: E402
 from local.synth.word_chain import ChainConf, word_chain  # noqa: E402
-from wenet.alignment.align import (WordSpan, ctc_forced_align, frames_needed,  # noqa: E402
-                                   token_spans, word_spans)
-from wenet.alignment.pauses import RefineConf, pause_runs, refine_word_spans  # noqa: E402
+from wenet.alignment.align import ctc_forced_align, frames_needed  # noqa: E402
+from wenet.alignment.pauses import pause_runs  # noqa: E402
 from wenet.alignment.aligner import Aligner, Failure, Utterance  # noqa: E402
 from wenet.decode.options import (ENCODER, add_refine_options, add_search_options,  # noqa: E402
                                    refine_conf, search_options)
@@ -59,6 +68,13 @@ def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--exp_dir", required=True, help="holds train.yaml and the checkpoints")
     p.add_argument("--checkpoint", default=None, help="default: the newest avg_*.pt")
+    p.add_argument("--paths", default="ctc,refined",
+                   help="comma-separated: " + ", ".join(PATHS) + " (module docstring)")
+    p.add_argument("--transducer_exp_dir", default=None,
+                   help="a transducer experiment (train.yaml + checkpoints) for the "
+                        "transducer paths")
+    p.add_argument("--transducer_checkpoint", default=None,
+                   help="default: the newest avg_*.pt, else the newest N.pt")
     p.add_argument("--dict", required=True)
     p.add_argument("--bpe_model", default=None)
     p.add_argument("--num_utts", type=int, default=40)
@@ -149,13 +165,17 @@ def report(name: str, rows, tol: float) -> float:
           f"{1000 * tol:.0f} ms (median |error| {1000 * np.median(np.abs(err)):.0f} ms); "
           + ", ".join(f"{100 * (np.abs(err) <= t).mean():.1f} % within {1000 * t:.0f} ms"
                       for t in (0.1, 0.2, 0.4)))
+    q1, q3 = np.percentile(err, [25, 75])
+    print(f"  signed error: median {1000 * np.median(err):+.0f} ms, quartiles "
+          f"{1000 * q1:+.0f} .. {1000 * q3:+.0f} ms")
     shift = float(np.median(err))
     print(f"  after the best constant shift on these same utterances ({1000 * shift:+.0f} ms, "
           f"an oracle): {100 * (np.abs(err - shift) <= tol).mean():.1f} % within "
           f"{1000 * tol:.0f} ms")
     groups = {}
     for kind, e, gap, ter in rows:
-        for g in (kind, f"{kind} {gap}", f"{kind} TER{'<=' if ter <= 0.25 else '>'}0.25"):
+        ter_group = [] if ter != ter else [f"{kind} TER{'<=' if ter <= 0.25 else '>'}0.25"]
+        for g in [kind, f"{kind} {gap}"] + ter_group:
             groups.setdefault(g, []).append(e)
     for g, e in sorted(groups.items()):
         e = np.array(e)
@@ -165,78 +185,112 @@ def report(name: str, rows, tol: float) -> float:
     return within
 
 
-def load_aligner(args) -> Aligner:
-    ckpt = args.checkpoint or sorted(glob.glob(os.path.join(args.exp_dir, "avg_*.pt")))[-1]
-    loaded = load_model_dir(args.exp_dir, "cpu", ckpt, units=args.dict, bpe_model=args.bpe_model)
+PATHS = {  # name: (model, method, refined)
+    "ctc": ("ctc", "ctc", False),
+    "refined": ("ctc", "ctc", True),
+    "transducer": ("transducer", "transducer", True),
+    "transducer_ctc": ("transducer", "ctc", True),
+    "transducer_plain": ("transducer", "transducer", False),
+}
+
+
+def newest_checkpoint(exp_dir: str) -> str:
+    """The newest avg_*.pt of an experiment, else its newest epoch checkpoint N.pt."""
+    averaged = sorted(glob.glob(os.path.join(exp_dir, "avg_*.pt")))
+    if averaged:
+        return averaged[-1]
+    epochs = [p for p in glob.glob(os.path.join(exp_dir, "*.pt"))
+              if os.path.basename(p)[:-3].isdigit()]
+    if not epochs:
+        raise FileNotFoundError(f"{exp_dir}: no avg_*.pt or N.pt checkpoint")
+    return max(epochs, key=lambda p: int(os.path.basename(p)[:-3]))
+
+
+def load_aligners(args, paths: List[str]) -> Dict[str, Aligner]:
+    """One Aligner per path (models loaded once)."""
     options = search_options(args)
-    print(f"model {ckpt}; decoding_chunk_size {options.chunk_size}, "
-          f"num_decoding_left_chunks {options.num_left_chunks}")
-    return Aligner(loaded.model, loaded.tokenizer, loaded.feature_conf, "cpu", None,
-                   options.chunk_size, options.num_left_chunks)
+    loaded = {}
+    for name in paths:
+        which = PATHS[name][0]
+        if which in loaded:
+            continue
+        exp_dir, ckpt = ((args.exp_dir, args.checkpoint) if which == "ctc"
+                         else (args.transducer_exp_dir, args.transducer_checkpoint))
+        if exp_dir is None:
+            raise SystemExit(f"path {name} needs --transducer_exp_dir")
+        ckpt = ckpt or newest_checkpoint(exp_dir)
+        loaded[which] = load_model_dir(exp_dir, "cpu", ckpt, units=args.dict,
+                                       bpe_model=args.bpe_model)
+        print(f"{which} model {ckpt}; decoding_chunk_size {options.chunk_size}, "
+              f"num_decoding_left_chunks {options.num_left_chunks}")
+    aligners = {}
+    for name in paths:
+        which, method, refined = PATHS[name]
+        lm = loaded[which]
+        aligners[name] = Aligner(lm.model, lm.tokenizer, lm.feature_conf, "cpu",
+                                 refine_conf(args) if refined else None, options.chunk_size,
+                                 options.num_left_chunks, method=method)
+    return aligners
 
 
 SWEEP = [(penalty, speech) for penalty in (0.0, 10.0, 20.0, 40.0)
          for speech in (0.0, 2.0, 5.0, 10.0)]  # (pause_penalty, speech_penalty)
 
 
-def refined_words(aligner: Aligner, prepared: Utterance, logp: torch.Tensor,
-                  conf: RefineConf) -> List[WordSpan]:
-    """What ``alignment.py --refine_boundaries`` gives with ``conf``."""
-    aligner.refine = conf
-    ali = aligner.align_log_probs(prepared, logp)
+def aligned_words(aligner: Aligner, u: dict):
+    """The words of utterance ``u`` as ``aligner`` times them, and its prepared form."""
+    txt = " ".join(t[0] for t in u["truth"])
+    prepared = aligner.prepare({"key": u["key"], "txt": txt, "sample_rate": TARGET_RATE,
+                                "wav": torch.from_numpy(u["wav"]).float()[None]})
+    if not isinstance(prepared, Utterance):
+        raise RuntimeError(f"{u['key']}: {prepared}")
+    prepared.wav, prepared.sample_rate = torch.from_numpy(u["wav"]), TARGET_RATE
+    if aligner.refine is None:
+        prepared.wav = None
+    (ali,) = aligner.align([prepared])
     if isinstance(ali, Failure):
-        raise RuntimeError(f"{prepared.key}: {ali}")
-    return ali.words
+        raise RuntimeError(f"{u['key']}: {ali}")
+    return ali.words, prepared
 
 
-def align_all(args, aligner: Aligner, utts: List[dict]) -> Dict[str, list]:
-    """Boundary rows per variant; prints agreement, Viterbi time and greedy TER."""
-    rows = {"ctc ours": [], "ctc torchaudio": [], "ctc ours, end at next word": [],
-            "refined, plain Viterbi": [], "refined": []}
+def align_all(args, aligners: Dict[str, Aligner], utts: List[dict]) -> Dict[str, list]:
+    """Boundary rows per path; prints the CTC head's greedy TER and, for the ctc path,
+    agreement with torchaudio."""
+    rows: Dict[str, list] = {name: [] for name in aligners}
     sweep = {setting: [] for setting in SWEEP}
-    same, secs, ters, density = 0, {"ours": 0.0, "torchaudio": 0.0}, [], []
+    same, ters, density = 0, [], []
+    # the greedy token error and the torchaudio check: the first path with a CTC search
+    ctc_aligner = next((a for a in aligners.values() if a.method == "ctc"), None)
     for u in utts:
-        txt = " ".join(t[0] for t in u["truth"])
-        prepared = aligner.prepare({"key": u["key"], "txt": txt, "sample_rate": TARGET_RATE,
-                                    "wav": torch.from_numpy(u["wav"]).float()[None]})
-        if not isinstance(prepared, Utterance):
-            raise RuntimeError(f"{u['key']}: {prepared}")
-        (logp,) = aligner.log_probs([prepared])
-        ters.append(greedy_ter(logp, prepared.tokens, aligner.blank_id))
-        density.append(frames_needed(prepared.tokens) / len(logp))
-        paths = {}
-        for name, fn in (("ours", ctc_forced_align), ("torchaudio", torchaudio_path)):
-            start = time.perf_counter()
-            paths[name] = fn(logp, prepared.tokens, aligner.blank_id)
-            secs[name] += time.perf_counter() - start
-            words = word_spans(token_spans(paths[name], logp, aligner.blank_id),
-                               prepared.units, aligner.frame_shift_s)
-            rows[f"ctc {name}"] += boundaries(words, u["truth"], ters[-1], args.pad)
-        same += paths["ours"] == paths["torchaudio"]
-        ours = word_spans(token_spans(paths["ours"], logp, aligner.blank_id), prepared.units,
-                          aligner.frame_shift_s)
-        to_next = [WordSpan(w.word, w.start_s, nxt.start_s if nxt else len(logp) *
-                            aligner.frame_shift_s, w.confidence)
-                   for w, nxt in zip(ours, ours[1:] + [None])]
-        rows["ctc ours, end at next word"] += boundaries(to_next, u["truth"], ters[-1], args.pad)
-        rows["refined, plain Viterbi"] += boundaries(
-            refine_word_spans(ours, u["wav"], TARGET_RATE, refine_conf(args)),
-            u["truth"], ters[-1], args.pad)
-        prepared.wav, prepared.sample_rate = torch.from_numpy(u["wav"]), TARGET_RATE
-        rows["refined"] += boundaries(refined_words(aligner, prepared, logp, refine_conf(args)),
-                                      u["truth"], ters[-1], args.pad)
+        ter = float("nan")
+        if ctc_aligner is not None:
+            _, prepared = aligned_words(ctc_aligner, u)
+            (logp,) = ctc_aligner.log_probs([prepared])
+            ter = greedy_ter(logp, prepared.tokens, ctc_aligner.blank_id)
+            ters.append(ter)
+            density.append(frames_needed(prepared.tokens) / len(logp))
+            same += (ctc_forced_align(logp, prepared.tokens, ctc_aligner.blank_id)
+                     == torchaudio_path(logp, prepared.tokens, ctc_aligner.blank_id))
+        for name, aligner in aligners.items():
+            words, _ = aligned_words(aligner, u)
+            rows[name] += boundaries(words, u["truth"], ter, args.pad)
         for (penalty, speech), r in (sweep.items() if args.sweep else ()):
-            conf = replace(refine_conf(args), pause_penalty=penalty, speech_penalty=speech)
-            r += boundaries(refined_words(aligner, prepared, logp, conf),
-                            u["truth"], ters[-1], args.pad)
-    print(f"{len(utts)} utterances, {sum(len(u['truth']) for u in utts)} words, "
-          f"{1000 * aligner.frame_shift_s:.0f} ms per encoder frame; CTC greedy token error "
-          f"rate {100 * np.mean(ters):.1f} % (per utterance: median {100 * np.median(ters):.0f} %, "
-          f"{sum(t <= 0.25 for t in ters)} of {len(ters)} at most 25 %)")
-    print(f"CTC frames needed / encoder frames: mean {np.mean(density):.2f}, max "
-          f"{np.max(density):.2f} (near 1, CTC has no room for blanks between tokens)")
-    print(f"agreement: identical frame paths in {same} of {len(utts)} utterances; Viterbi time "
-          f"ours {secs['ours']:.3f} s, torchaudio {secs['torchaudio']:.3f} s")
+            aligner = aligners["refined"]
+            keep_conf = aligner.refine
+            aligner.refine = replace(refine_conf(args), pause_penalty=penalty,
+                                     speech_penalty=speech)
+            r += boundaries(aligned_words(aligner, u)[0], u["truth"], ter, args.pad)
+            aligner.refine = keep_conf
+    print(f"{len(utts)} utterances, {sum(len(u['truth']) for u in utts)} words")
+    if ters:
+        print(f"{1000 * ctc_aligner.frame_shift_s:.0f} ms per encoder frame, offset "
+              f"{1000 * ctc_aligner.geometry.offset_s:+.1f} ms; CTC greedy token error rate "
+              f"{100 * np.mean(ters):.1f} % (per utterance: median {100 * np.median(ters):.0f} %, "
+              f"{sum(t <= 0.25 for t in ters)} of {len(ters)} at most 25 %)")
+        print(f"CTC frames needed / encoder frames: mean {np.mean(density):.2f}, max "
+              f"{np.max(density):.2f}")
+        print(f"agreement: our Viterbi path equals torchaudio's in {same} of {len(utts)} "
+              "utterances")
     for (penalty, speech), r in sweep.items():
         if r:
             e = np.abs([x[1] for x in r])
@@ -261,14 +315,23 @@ def pause_edge_ceiling(args, utts: List[dict]) -> None:
 
 
 def evaluate(args, utts: List[dict]) -> None:
+    paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+    unknown = [p for p in paths if p not in PATHS]
+    if unknown:
+        raise SystemExit(f"unknown --paths {unknown}; known: {', '.join(PATHS)}")
+    if args.sweep and "refined" not in paths:
+        raise SystemExit("--sweep varies the refined path: include it in --paths")
     pause_edge_ceiling(args, utts)
-    rows = align_all(args, load_aligner(args), utts)
+    rows = align_all(args, load_aligners(args, paths), utts)
     print(f"voices: {args.voices}; refinement: slack {1000 * args.refine_slack:.0f} ms, "
           f"margin {args.refine_margin_db:.0f} dB, edge margin {args.refine_edge_margin_db:.0f} dB, "
           f"min pause {1000 * args.refine_min_pause:.0f} ms, "
           f"pause penalty {args.pause_penalty:g}, speech penalty {args.speech_penalty:g}")
-    for name, r in rows.items():
-        report(name, r, args.tolerance)
+    within = {name: report(name, r, args.tolerance) for name, r in rows.items()}
+    print(f"summary ({args.voices} voices, {args.snr_db:g} dB SNR): " + ", ".join(
+        f"{name} {100 * w:.1f} %" for name, w in within.items())
+          + f" of {len(next(iter(rows.values())))} boundaries within "
+          f"{1000 * args.tolerance:.0f} ms")
 
 
 def keep(args, utts: List[dict]) -> None:
@@ -282,6 +345,8 @@ def keep(args, utts: List[dict]) -> None:
             txt = " ".join(t[0] for t in u["truth"])
             lst.write(json.dumps({"key": u["key"], "wav": path, "txt": txt}) + "\n")
             tru.write(json.dumps({"key": u["key"], "words": u["truth"]}) + "\n")
+    with open(os.path.join(args.keep_dir, "set.json"), "w") as f:  # what --load_dir reports
+        json.dump({"voices": args.voices, "snr_db": args.snr_db, "seed": args.seed}, f)
 
 
 def load(load_dir: str) -> List[dict]:
@@ -307,6 +372,11 @@ def main() -> None:
     torch.set_num_threads(1)
     if args.load_dir:
         utts = load(args.load_dir)
+        meta = os.path.join(args.load_dir, "set.json")
+        if os.path.exists(meta):  # report the set's own voices and noise
+            with open(meta) as f:
+                for name, value in json.load(f).items():
+                    setattr(args, name, value)
     else:
         with tempfile.TemporaryDirectory() as tmp:
             utts = make_set(args, tmp)

@@ -20,7 +20,9 @@ def load_model(model_dir: str, device: str = "cpu", checkpoint: Optional[str] = 
     experiment dir with ``train.yaml`` + a checkpoint; see ``wenet.inference.loader``).
     ``recognizer_options``: ``options`` (``DecodeOptions``: the searches and the encoder's
     chunking), ``batch_size``, ``context_score`` (hotwords given per call),
-    ``max_segment_s`` (longer audio is cut at pauses; 0: never)."""
+    ``max_segment_s`` (longer audio is cut at pauses; 0: never), ``refine`` (word times: a
+    ``wenet.alignment.pauses.RefineConf``, the default; None: the alignment frames' times)
+    and ``min_word_s`` (0.05)."""
     from wenet.inference.loader import load_model_dir
     from wenet.inference.recognizer import Recognizer
     return Recognizer(load_model_dir(model_dir, device, checkpoint), **recognizer_options)

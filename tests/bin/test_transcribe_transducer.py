@@ -12,7 +12,7 @@ from tests.tiny_experiment import (TRANSDUCER, read_hyps, tiny_config, write_exp
                                    write_tones, write_wav_scp)
 from wenet.bin.recognize import main as recognize_main
 from wenet.bin.transcribe import main as transcribe_main
-from wenet.inference.recognizer import rnnt_viterbi_frames
+from wenet.alignment.rnnt import rnnt_viterbi_frames
 
 KEYS = [f"u{i}" for i in range(4)]
 

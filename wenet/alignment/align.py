@@ -174,16 +174,11 @@ def starts_word(piece: str) -> bool:
     return piece.startswith(WORD_START) or bool(_CJK.match(piece))
 
 
-def word_spans(spans: Sequence[TokenSpan], token_strings: Sequence[str],
-               frame_shift_s: float) -> List[WordSpan]:
-    """Group token spans into words. ``token_strings[i]`` is the unit of ``spans[i]``
-    (one per span). A piece starting with ``▁`` starts a word (a lone ``▁``, the space of
-    a char model, only marks the boundary); a CJK character is a word of its own; any
-    other piece continues the current word. Frame ``f`` is at ``f * frame_shift_s``
-    seconds (``frame_shift_s`` = subsampling rate x fbank frame shift).
-    """
-    if len(spans) != len(token_strings):
-        raise ValueError(f"{len(spans)} spans but {len(token_strings)} token strings")
+def word_groups(token_strings: Sequence[str]) -> List[List[int]]:
+    """Indices of the units of each word, in order. A piece starting with ``▁`` starts a
+    word (a lone ``▁``, the space of a char model, only marks the boundary and belongs to
+    no word); a CJK character is a word of its own; any other piece continues the
+    current word."""
     groups: List[List[int]] = []
     open_word = False
     for i, piece in enumerate(token_strings):
@@ -195,10 +190,20 @@ def word_spans(spans: Sequence[TokenSpan], token_strings: Sequence[str],
             open_word = not _CJK.match(piece)
         else:
             open_word = False
+    return [g for g in groups if g]
+
+
+def word_spans(spans: Sequence[TokenSpan], token_strings: Sequence[str],
+               frame_shift_s: float) -> List[WordSpan]:
+    """Group token spans into words (``word_groups``). ``token_strings[i]`` is the unit
+    of ``spans[i]`` (one per span). Frame ``f`` is at ``f * frame_shift_s`` seconds
+    (``frame_shift_s`` = subsampling rate x fbank frame shift): raw frame times, no
+    offset; ``timing.time_tokens`` gives the times the outputs report.
+    """
+    if len(spans) != len(token_strings):
+        raise ValueError(f"{len(spans)} spans but {len(token_strings)} token strings")
     words: List[WordSpan] = []
-    for group in groups:
-        if not group:
-            continue
+    for group in word_groups(token_strings):
         word = "".join(token_strings[i].replace(WORD_START, "") for i in group)
         first, last = spans[group[0]], spans[group[-1]]
         conf = sum(spans[i].score for i in group) / len(group)

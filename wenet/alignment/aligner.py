@@ -4,7 +4,9 @@ Utterances come from a data.list (raw JSON lines or tar shards) through the data
 pipeline's own readers; features are ``dataset.fbank``'s with the caller's inference
 ``FeatureConf`` (``LoadedModel.feature_conf``: no dither). Each
 batch is encoded once, then every utterance's CTC log-probabilities are aligned to
-its transcript (``align.ctc_forced_align``). An utterance that cannot be aligned
+its transcript (``align.ctc_forced_align``), or with ``method="transducer"`` the
+transducer's lattice (``rnnt.transducer_token_spans``); ``timing.time_tokens`` turns the
+aligned frames into word and token times. An utterance that cannot be aligned
 (unreadable audio, empty transcript, a unit not in the dictionary, too few frames)
 becomes a ``Failure`` naming its key and the reason; nothing else stops the run.
 """
@@ -23,10 +25,9 @@ from wenet.dataset.fbank import FeatureConf, compute_fbank
 from wenet.dataset.sources import raw_samples, shard_samples
 from wenet.dataset.stats import PipelineStats
 from wenet.dataset.tokenizer import Tokenizer
-from wenet.alignment.align import (AlignmentError, TokenSpan, WordSpan, ctc_forced_align,
-                                frame_shift_seconds, starts_word, token_spans, word_spans)
-from wenet.alignment.pauses import (RefineConf, pause_bias, pause_fraction, pause_runs,
-                                 refine_word_spans)
+from wenet.alignment.align import AlignmentError, TokenSpan, WordSpan
+from wenet.alignment.pauses import RefineConf
+from wenet.alignment.timing import MIN_WORD_S, Interval, align_and_time, model_geometry
 from wenet.utils.file_utils import text_lines
 
 logger = logging.getLogger(__name__)
@@ -59,7 +60,9 @@ class Utterance:
 
 @dataclass
 class Alignment:
-    """The alignment of one utterance: the frame path, token spans, words in seconds."""
+    """The alignment of one utterance: the frame path (CTC; empty for a transducer), token
+    spans in frames, and the times of ``timing.time_tokens``: words, and each token's
+    ``(start s, end s, unit)`` inside its word."""
 
     key: str
     duration_s: float
@@ -68,6 +71,7 @@ class Alignment:
     units: List[str]
     words: List[WordSpan]
     frame_shift_s: float
+    token_times: List[Interval]
 
 
 class _RecordingStats(PipelineStats):
@@ -101,27 +105,36 @@ def read_data_list(data_list: str, data_type: str = "raw") -> Iterator[Union[dic
 
 
 class Aligner:
-    """A model with a CTC head, its units and features: ``prepare`` a sample, then
-    ``align`` a batch of prepared utterances. With ``refine`` given, the audio's pauses
-    steer the search when ``refine.pause_penalty`` or ``refine.speech_penalty`` > 0
-    (``pauses.pause_bias``) and word boundaries are moved to them
-    (``pauses.refine_word_spans``); token spans stay the search's frames.
+    """A model, its units and features: ``prepare`` a sample, then ``align`` a batch of
+    prepared utterances. ``method``: ``ctc`` (the CTC head) or ``transducer`` (the
+    transducer's lattice). With ``refine`` given, the audio's pauses steer the search when
+    ``refine.pause_penalty`` or ``refine.speech_penalty`` > 0 (``pauses.pause_bias``) and
+    word boundaries are moved to them (``pauses.refine_word_spans``); without it the times
+    are the frames' (offset-corrected, ``timing.frame_offset_seconds``). No word is
+    shorter than ``min_word_s``; token times lie inside their words (``timing``).
     ``decoding_chunk_size``/``num_decoding_left_chunks`` are the encoder's
     (``model.encode``; -1: full context)."""
 
     def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer,
                  feature_conf: FeatureConf, device: Union[str, torch.device] = "cpu",
                  refine: Optional[RefineConf] = None, decoding_chunk_size: int = -1,
-                 num_decoding_left_chunks: int = -1) -> None:
-        if getattr(model, "ctc", None) is None:
-            raise ValueError("the model has no CTC head: forced alignment needs one")
+                 num_decoding_left_chunks: int = -1, method: str = "ctc",
+                 min_word_s: float = MIN_WORD_S) -> None:
+        if method not in ("ctc", "transducer"):
+            raise ValueError(f"method must be ctc or transducer, got {method!r}")
+        if method == "ctc" and not has_ctc_head(model):
+            raise ValueError("the model has no CTC head: forced alignment with method ctc "
+                             "needs one (a transducer: method transducer)")
+        if method == "transducer" and not hasattr(model, "forward_joint_step"):
+            raise ValueError("method transducer needs a transducer model")
         self.model, self.tokenizer, self.conf = model, tokenizer, feature_conf
-        self.refine = refine
+        self.refine, self.method, self.min_word_s = refine, method, min_word_s
         # a chunk-trained (U2/U2++) model can encode with a chunk mask: local attention
         self.chunk = (decoding_chunk_size, num_decoding_left_chunks)
         self.device = torch.device(device)
         self.blank_id = tokenizer.symbol_table.get("<blank>", 0)
-        self.frame_shift_s = frame_shift_seconds(model.subsampling_rate(), feature_conf.frame_shift)
+        self.geometry = model_geometry(model, feature_conf.frame_shift, feature_conf.frame_length)
+        self.frame_shift_s = self.geometry.frame_shift_s
         self.id_to_unit = {i: u for u, i in tokenizer.symbol_table.items()}
 
     def prepare(self, sample: dict) -> Union[Utterance, Failure]:
@@ -153,43 +166,59 @@ class Aligner:
                          wav.size(1) / rate, wav[0] if self.refine else None, rate)
 
     @torch.no_grad()
-    def log_probs(self, utts: Sequence[Utterance]) -> List[torch.Tensor]:
-        """CTC log-probabilities (T', V) of each utterance, one encoder pass for the batch."""
+    def encode(self, utts: Sequence[Utterance]) -> List[torch.Tensor]:
+        """Encoder output (T', D) of each utterance, one encoder pass for the batch."""
         feats = pad_sequence([u.feats for u in utts], batch_first=True).to(self.device)
         lens = torch.tensor([u.feats.size(0) for u in utts], device=self.device)
         encoder_out, mask = self.model.encode(feats, lens, *self.chunk)
-        logp = self.model.ctc_logprobs(encoder_out).float().cpu()
         out_lens = mask.squeeze(1).sum(dim=1).cpu().tolist()
-        return [logp[i, : int(n)] for i, n in enumerate(out_lens)]
+        return [encoder_out[i, : int(n)] for i, n in enumerate(out_lens)]
+
+    @torch.no_grad()
+    def log_probs(self, utts: Sequence[Utterance]) -> List[torch.Tensor]:
+        """CTC log-probabilities (T', V) of each utterance, one encoder pass for the batch."""
+        return [self.model.ctc_logprobs(enc[None]).float().cpu()[0] for enc in self.encode(utts)]
 
     def align(self, utts: Sequence[Utterance]) -> List[Union[Alignment, Failure]]:
         """The alignment of each utterance, or its Failure (too few frames, ...)."""
         if not utts:
             return []
+        if self.method == "transducer":
+            return [self.align_encoded(utt, enc) for utt, enc in zip(utts, self.encode(utts))]
         return [self.align_log_probs(utt, logp) for utt, logp in zip(utts, self.log_probs(utts))]
 
     def align_log_probs(self, utt: Utterance, logp: torch.Tensor) -> Union[Alignment, Failure]:
         """``utt`` aligned on its CTC log-probabilities ``logp`` (T', V) (``log_probs``)."""
-        refine = self.refine if utt.wav is not None else None
-        bias = samples = runs = None
-        if refine is not None:  # the pauses, found once for the search and the snapping
-            samples = utt.wav.double().numpy()
-            runs = pause_runs(samples, utt.sample_rate, refine)
-        if refine is not None and (refine.pause_penalty > 0 or refine.speech_penalty > 0):
-            pause = pause_fraction(samples, utt.sample_rate, logp.size(0), self.frame_shift_s,
-                                   refine, runs)
-            bias = pause_bias(pause, [starts_word(u) for u in utt.units], refine.pause_penalty,
-                              refine.speech_penalty)
+        return self._align(utt, log_probs=logp)
+
+    @torch.no_grad()
+    def align_encoded(self, utt: Utterance, encoder_out: torch.Tensor
+                      ) -> Union[Alignment, Failure]:
+        """``utt`` aligned on the transducer's lattice over its encoder output (T', D)."""
+        return self._align(utt, model=self.model, encoder_out=encoder_out)
+
+    def _align(self, utt: Utterance, **frames) -> Union[Alignment, Failure]:
+        samples = utt.wav.double().numpy() if utt.wav is not None else None
         try:
-            path = ctc_forced_align(logp, utt.tokens, self.blank_id, bias)
+            path, spans, timing = align_and_time(
+                utt.tokens, utt.units, self.geometry, samples=samples, rate=utt.sample_rate,
+                refine=self.refine, blank_id=self.blank_id, min_word_s=self.min_word_s,
+                duration_s=utt.duration_s, **frames)
         except AlignmentError as e:
             return Failure(utt.key, e.reason, e.detail)
-        spans = token_spans(path, logp, self.blank_id)
-        words = word_spans(spans, utt.units, self.frame_shift_s)
-        if refine is not None:
-            words = refine_word_spans(words, samples, utt.sample_rate, refine, runs)
-        return Alignment(utt.key, utt.duration_s, path, spans, utt.units, words,
-                         self.frame_shift_s)
+        return Alignment(utt.key, utt.duration_s, path, spans, utt.units, timing.words,
+                         self.frame_shift_s, timing.tokens)
+
+
+def has_ctc_head(model: torch.nn.Module) -> bool:
+    """Whether ``model`` has a trained CTC head: every attention model; a transducer only
+    when trained with a CTC loss (``ctc_weight`` > 0)."""
+    ctc = getattr(model, "ctc", None)
+    if ctc is None:
+        return False
+    if hasattr(model, "forward_joint_step"):  # an exported module keeps its original_name
+        return getattr(ctc, "original_name", type(ctc).__name__) != "_MissingCTC"
+    return True
 
 
 def align_data_list(aligner: Aligner, data_list: str, data_type: str = "raw",

@@ -15,13 +15,17 @@ log line counts aligned and failed utterances by reason. Exit status: 0 when eve
 utterance aligned, 1 when any failed or none aligned; with ``--keep_going``, 0 as long
 as one aligned (``wenet.dataset.stats.exit_status``).
 
-Word times are CTC's (a word starts at the first frame of its first token and ends
-after the last frame of its last token; frame ``f`` is at ``f`` x subsampling x frame
-shift seconds). ``--refine_boundaries`` lets the audio's pauses steer the search (a token,
-or the stretch between two tokens of one word, costs ``--pause_penalty`` per frame of
-pause, and speech outside every word costs ``--speech_penalty`` per frame) and then moves
-word boundaries to the pauses found between the words' spikes (``wenet/alignment/pauses.py``;
-where words are spoken without a pause the boundary stays where CTC put it).
+Word and token times come from ``wenet/alignment/timing.py``, as everywhere else: by
+default the audio's pauses steer the search (a token, or the stretch between two tokens of
+one word, costs ``--pause_penalty`` per frame of pause, and speech outside every word
+costs ``--speech_penalty`` per frame) and word boundaries are then moved to the pauses
+found between the words' spikes (``wenet/alignment/pauses.py``; where words are spoken
+without a pause the boundary stays where the frames put it). ``--no-refine_boundaries``
+gives the frames' times: a word starts at the first frame of its first token and ends
+after the last frame of its last token, frame ``f`` at ``f`` x subsampling x frame shift
+seconds plus the encoder's offset (``timing.frame_offset_seconds``). Either way no word is
+shorter than ``--min_word_duration`` and each token lies inside its word (the TextGrid's
+tiers agree).
 
 Audio longer than ``--max_duration_s`` (60 s; 0: no limit) is refused as ``too long``:
 the utterance is encoded and aligned in one piece, so memory grows with it (a
@@ -40,12 +44,12 @@ from typing import List, Optional, Union
 import torch
 from tqdm import tqdm
 
-from wenet.alignment.align import token_intervals
 from wenet.alignment.aligner import (Aligner, Alignment, Failure, Utterance,
-                                      align_data_list, failure_line, summary)
+                                      align_data_list, failure_line, has_ctc_head, summary)
 from wenet.decode.options import (ENCODER, add_refine_options, add_search_options,
                                    refine_conf, search_options)
 from wenet.alignment.formats import ctm_lines, textgrid_text
+from wenet.alignment.timing import MIN_WORD_S
 from wenet.dataset.stats import EXIT_STATUS_HELP, exit_status
 from wenet.inference.loader import load_model_dir
 from wenet.utils.file_utils import atomic_open, atomic_write_text
@@ -68,9 +72,14 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--textgrid_dir", default=None, help="write <key>.TextGrid files here")
     p.add_argument("--gen_praat", action="store_true",
                    help="write TextGrids to --textgrid_dir or <result_file's dir>/textgrid")
-    p.add_argument("--refine_boundaries", action="store_true",
-                   help="move word boundaries to the pauses of the audio between the words' "
-                        "CTC spikes (token times stay CTC's)")
+    p.add_argument("--refine_boundaries", action=argparse.BooleanOptionalAction, default=True,
+                   help="let the audio's pauses steer the search and move word boundaries to "
+                        "them (default); --no-refine_boundaries: the frames' times")
+    p.add_argument("--method", default="auto", choices=["auto", "ctc", "transducer"],
+                   help="the CTC head's alignment or a transducer's lattice; auto: CTC "
+                        "where the model has a CTC head")
+    p.add_argument("--min_word_duration", type=float, default=MIN_WORD_S,
+                   help="seconds; shorter words are widened into the time beside them")
     add_refine_options(p)
     add_search_options(p, ENCODER)
     p.add_argument("--batch_size", type=int, default=16)
@@ -111,7 +120,7 @@ def _write_alignment(ali: Alignment, outs: dict, textgrid_dir: Optional[str]) ->
     """The lines and files of one aligned utterance."""
     for w in ali.words:
         outs["words"].write(f"{ali.key} {w.word} {w.start_s:.3f} {w.end_s:.3f}\n")
-    intervals = token_intervals(ali.tokens, ali.units, ali.frame_shift_s)
+    intervals = ali.token_times
     for start, end, unit in intervals:
         outs["tokens"].write(f"{ali.key} {unit} {start:.3f} {end:.3f}\n")
     if "ctm" in outs:
@@ -130,9 +139,17 @@ def run(args: argparse.Namespace) -> int:
                             bpe_model=args.bpe_model)
     refine = refine_conf(args) if args.refine_boundaries else None
     options = search_options(args)
-    aligner = BoundedAligner(loaded.model, loaded.tokenizer, loaded.feature_conf, device, refine,
-                             options.chunk_size, options.num_left_chunks,
-                             max_duration_s=args.max_duration_s)
+    method = args.method
+    if method == "auto":
+        method = "ctc" if has_ctc_head(loaded.model) else "transducer"
+    try:
+        aligner = BoundedAligner(loaded.model, loaded.tokenizer, loaded.feature_conf, device,
+                                 refine, options.chunk_size, options.num_left_chunks,
+                                 method=method, min_word_s=args.min_word_duration,
+                                 max_duration_s=args.max_duration_s)
+    except ValueError as e:
+        logging.error("%s: %s", args.checkpoint or args.config, e)
+        return 1
     paths = {"words": args.result_file, "tokens": args.token_file or args.result_file + ".tokens",
              "failed": args.failed_file or args.result_file + ".failed"}
     if args.ctm:

@@ -80,7 +80,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--nbest", type=int, default=1,
                    help="> 1: also write <mode>/nbest (JSON lines: n-best with scores)")
     p.add_argument("--timestamps", action="store_true",
-                   help="also write <mode>/ctm: word times from the CTC forced alignment")
+                   help="also write <mode>/ctm: word times of the forced alignment's frames "
+                        "(wenet/alignment/timing.py without the audio; transcribe.py and "
+                        "alignment.py also steer them by the audio's pauses)")
     p.add_argument("--num_workers", type=int, default=0)
     p.add_argument("--keep_going", action="store_true",
                    help="exit 0 when some utterances failed but at least one was decoded")
@@ -222,7 +224,8 @@ def recognize(args: argparse.Namespace) -> Dict[str, Any]:
                  else args.result_file) for m in modes}
     recognizer = None
     if args.nbest > 1 or args.timestamps:
-        recognizer = Recognizer(replace(loaded, tokenizer=tokenizer), options)
+        # the data pipeline's batches carry no audio: frame times (offset-corrected)
+        recognizer = Recognizer(replace(loaded, tokenizer=tokenizer), options, refine=None)
     with contextlib.ExitStack() as stack:  # every text file appears whole, or not at all
         outs: Dict[str, Any] = {}
         extras: Dict[str, Dict[str, Any]] = {}

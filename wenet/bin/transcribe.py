@@ -16,7 +16,10 @@ JSON object per utterance: ``key``, ``text``, ``duration``, ``nbest`` (text, tok
 token_ids, score; best first, the first is the mode's output) and with
 ``--timestamps`` ``tokens`` and ``words`` (start/end in seconds, confidence). ``--ctm
 FILE`` and ``--srt DIR`` (``DIR/<key>.srt``) write the word times (JSON rounds seconds
-to 3 decimals, scores to 4). Files longer than ``--max_segment_s`` (20 s) are cut at
+to 3 decimals, scores to 4). Word times come from ``wenet/alignment/timing.py``: the
+forced alignment of the hypothesis, steered by the audio's pauses, word boundaries moved
+to them (``--no-refine_boundaries``: the frames' offset-corrected times), no word shorter
+than ``--min_word_duration``. Files longer than ``--max_segment_s`` (20 s) are cut at
 pauses and read in blocks, so memory does not grow with the file
 (``wenet/inference/long_audio.py``); with ``--nbest`` > 1 such a file has its 1-best only.
 
@@ -46,6 +49,8 @@ from wenet.inference.loader import load_model_dir
 from wenet.decode.options import BATCH, add_search_options, search_options
 from wenet.inference.recognizer import Recognizer, Result
 from wenet.alignment.formats import ctm_lines, srt_text
+from wenet.alignment.pauses import RefineConf
+from wenet.alignment.timing import MIN_WORD_S
 from wenet.utils.file_utils import atomic_open, atomic_write_text
 
 
@@ -62,6 +67,11 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--nbest", type=int, default=1, help="hypotheses per utterance (json)")
     p.add_argument("--timestamps", action="store_true",
                    help="per-token and per-word times and confidences")
+    p.add_argument("--refine_boundaries", action=argparse.BooleanOptionalAction, default=True,
+                   help="word times steered by the audio's pauses (default); "
+                        "--no-refine_boundaries: the alignment frames' times")
+    p.add_argument("--min_word_duration", type=float, default=MIN_WORD_S,
+                   help="seconds; shorter words are widened into the time beside them")
     p.add_argument("--format", default="text", choices=["text", "json"])
     p.add_argument("--output", default="-", help="output file; - for stdout")
     p.add_argument("--ctm", default=None, help="write word times as CTM here")
@@ -125,7 +135,9 @@ def _results(args: argparse.Namespace, items: List[Tuple[str, str]],
                             bpe_model=args.bpe_model)
     options = search_options(args, loaded.tokenizer)
     recognizer = Recognizer(loaded, options, args.batch_size, context_score=args.context_score,
-                            max_segment_s=args.max_segment_s)
+                            max_segment_s=args.max_segment_s,
+                            refine=RefineConf() if args.refine_boundaries else None,
+                            min_word_s=args.min_word_duration)
     with torch.no_grad():
         yield from recognizer.iter_results(items, args.mode, args.nbest,
                                            args.timestamps or bool(args.ctm or args.srt))

@@ -65,15 +65,40 @@ def _long_enough(samples: Iterable[dict], stats: PipelineStats, conf: FeatureCon
 
 
 def feature_batches(items: Iterable[Tuple[str, Any]], conf: FeatureConf, batch_size: int,
-                    stats: PipelineStats, min_frames: int = 0) -> Iterator[dict]:
+                    stats: PipelineStats, min_frames: int = 0,
+                    keep_audio: bool = False) -> Iterator[dict]:
     """Padded batches (``keys``, ``feats``, ``feats_lengths``) of ``(key, audio)`` pairs:
     the data pipeline's checks, resampling to the model's rate and fbank; inputs with
-    fewer than ``min_frames`` feature frames (``loader.min_input_frames``) are skipped."""
+    fewer than ``min_frames`` feature frames (``loader.min_input_frames``) are skipped.
+    With ``keep_audio`` each batch also holds ``audio``: the mono samples (1-D) at
+    ``sample_rate`` that each key's features were computed from (for word times that look
+    at the audio, ``wenet.alignment.timing``)."""
     data = processor.check_audio(_samples(items, stats), stats)
-    data = processor.resample_samples(data, stats, conf.resample_rate or 16000)
+    rate = conf.resample_rate or 16000
+    data = processor.resample_samples(data, stats, rate)
+    if keep_audio:
+        data = _keep_wav(data)
     data = processor.fbank(data, stats, random.Random(0), conf)
     data = _long_enough(data, stats, conf, min_frames)
-    return processor.pad_batch(processor.static_batch(data, batch_size), stats)
+    batches = processor.static_batch(data, batch_size)
+    if not keep_audio:
+        return processor.pad_batch(batches, stats)
+    return _with_audio(batches, stats, rate)
+
+
+def _keep_wav(samples: Iterable[dict]) -> Iterator[dict]:
+    for s in samples:
+        s["kept_wav"] = s["wav"][0]
+        yield s
+
+
+def _with_audio(batches: Iterable[list], stats: PipelineStats, rate: int) -> Iterator[dict]:
+    for batch in batches:
+        audio = {s["key"]: s.pop("kept_wav") for s in batch}
+        for padded in processor.pad_batch([batch], stats):
+            padded["audio"] = [audio[k] for k in padded["keys"]]
+            padded["sample_rate"] = rate
+            yield padded
 
 
 class IncrementalFbank:

@@ -7,10 +7,11 @@ both logged; the model's inference fbank; batches padded longest first), so a fi
 that ``recognize.py`` gives it. Each batch is encoded once and decoded by
 :func:`wenet.decode.nbest.decode_nbest` (the registered search of the mode, plus its
 n-best and scores). With ``timestamps`` each result also carries per-token and per-word
-times and confidences: the CTC forced alignment of the chosen hypothesis
-(``wenet.alignment.align``); for a transducer without a CTC head, the frames that emit
-each token on the best path of the hypothesis through the joint's lattice
-(:func:`transducer_spans`).
+times and confidences: the forced alignment of the chosen hypothesis, the CTC head's or,
+for a transducer, the best path of the hypothesis through the joint's lattice, timed by
+``wenet.alignment.timing.align_and_time`` (the one place that makes word times): the
+audio's pauses steer the search and the word boundaries (``refine``; None: the frames'
+offset-corrected times), no word shorter than ``min_word_s``, tokens inside their words.
 
 Errors, one rule: ``Recognizer.transcribe`` returns a result for every input or raises.
 A missing file raises FileNotFoundError (naming every missing one) before anything is
@@ -38,8 +39,9 @@ import numpy as np
 import torch
 
 from wenet.dataset.stats import InputFailure, RecordingStats
-from wenet.alignment.align import (AlignmentError, TokenSpan, WordSpan, ctc_forced_align,
-                                token_spans, word_spans)
+from wenet.alignment.align import AlignmentError, WordSpan
+from wenet.alignment.pauses import RefineConf
+from wenet.alignment.timing import MIN_WORD_S, align_and_time, model_geometry
 from wenet.decode.options import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
 from wenet.inference.features import feature_batches
@@ -175,6 +177,9 @@ class Recognizer:
     last_stats: Optional[RecordingStats] = None
     last_failures: List[InputFailure] = field(default_factory=list)  # of the last call
     max_segment_s: float = 20.0      # longer audio is cut at pauses (long_audio.py); 0: never
+    # word times: pause-steered (None: the frames' times), words at least min_word_s long
+    refine: Optional[RefineConf] = field(default_factory=RefineConf)
+    min_word_s: float = MIN_WORD_S
 
     def transcribe(self, audio: Audio, sample_rate: Optional[int] = None,
                    mode: str = "attention_rescoring", nbest: int = 1, timestamps: bool = False,
@@ -215,9 +220,12 @@ class Recognizer:
         if self.max_segment_s > 0:
             segmented = items = SegmentedItems(items, self.segment_conf())
 
+        keep_audio = timestamps and self.refine is not None
+
         def decoded() -> Iterator[Result]:
             for batch in feature_batches(numbered(), self.loaded.feature_conf, self.batch_size,
-                                         stats, min_input_frames(self.loaded.model)):
+                                         stats, min_input_frames(self.loaded.model),
+                                         keep_audio):
                 results = self.decode_batch(batch, mode, nbest, timestamps, options)
                 yield from sorted(results, key=lambda r: order[r.key])
         yield from decoded() if segmented is None else joined(decoded(), segmented)
@@ -247,7 +255,8 @@ class Recognizer:
             hyps = [self._hypothesis(list(ids), score) for ids, score in lists[b]]
             result = Result(key, hyps[0].text, hyps, float(batch["feats_lengths"][b]) * shift_s)
             if timestamps:
-                self._add_times(result, ctx, b, best[b])
+                audio = batch["audio"][b] if "audio" in batch else None
+                self._add_times(result, ctx, b, best[b], audio, batch.get("sample_rate", 0))
             out.append(result)
         return out
 
@@ -258,31 +267,31 @@ class Recognizer:
         pieces = [tok.decode([i], raw=True, eos=eos) for i in ids]
         return Hypothesis(text, pieces, ids, None if score is None else float(score))
 
-    def _add_times(self, result: Result, ctx: Any, b: int, ids: List[int]) -> None:
+    def _add_times(self, result: Result, ctx: Any, b: int, ids: List[int],
+                   audio: Optional[torch.Tensor] = None, rate: int = 0) -> None:
         """Per-token and per-word times of the chosen hypothesis (module docstring)."""
         lm = self.loaded
         frames = int(ctx.encoder_lens[b])
+        pieces = result.nbest[0].tokens
+        geometry = model_geometry(lm.model, lm.feature_conf.frame_shift,
+                                  lm.feature_conf.frame_length)
+        if _has_ctc_head(lm.model):
+            frames_of = {"log_probs": ctx.ctc_logprobs[b, :frames].float().cpu()}
+        else:
+            frames_of = {"model": lm.model, "encoder_out": ctx.encoder_out[b, :frames]}
         try:
-            spans = self._spans(ctx, b, frames, ids)
+            _, spans, timing = align_and_time(
+                list(ids), pieces, geometry,
+                samples=None if audio is None else audio.double().numpy(), rate=rate,
+                refine=self.refine, min_word_s=self.min_word_s, duration_s=result.duration,
+                **frames_of)
         except AlignmentError as e:
             result.alignment_error = str(e)
             logging.warning("utterance %s: no timestamps: %s", result.key, e)
             return
-        pieces = result.nbest[0].tokens
-        shift = lm.frame_shift_s
-        result.tokens = [TokenTime(p, s.start * shift, s.end * shift, s.score)
-                         for p, s in zip(pieces, spans)]
-        result.words = word_spans(spans, pieces, shift)
-
-    def _spans(self, ctx: Any, b: int, frames: int, ids: List[int]) -> List[TokenSpan]:
-        model = self.loaded.model
-        if not ids:
-            return []
-        if _has_ctc_head(model):
-            log_probs = ctx.ctc_logprobs[b, :frames]
-            path = ctc_forced_align(log_probs, ids, 0)
-            return token_spans(path, log_probs, 0)
-        return transducer_spans(model, ctx.encoder_out[b:b + 1, :frames], ids)
+        result.tokens = [TokenTime(p, a, e, s.score)
+                         for (a, e, p), s in zip(timing.tokens, spans)]
+        result.words = timing.words
 
 
 def _missing_file(spec: str) -> bool:
@@ -292,66 +301,5 @@ def _missing_file(spec: str) -> bool:
 
 def _has_ctc_head(model: Any) -> bool:
     """Whether timestamps come from the CTC head: every attention model has one; a
-    transducer only when trained with ``ctc_weight`` > 0."""
-    if not hasattr(model, "forward_joint_step"):
-        return True
-    return float(getattr(model, "ctc_weight", 0.0)) > 0
-
-
-def rnnt_viterbi_frames(log_probs: torch.Tensor, tokens: Sequence[int], blank: int) -> List[int]:
-    """The frame on which each token is emitted on the best path of the transducer lattice.
-
-    ``log_probs[t, u]`` (T, U + 1, V) are the joint's log-probabilities at frame ``t``
-    after ``u`` tokens. A path moves from (t, u) by a blank to (t + 1, u) or by token
-    ``u + 1`` to (t, u + 1), starts at (0, 0) and ends with the blank from (T - 1, U);
-    with ``a[t, u]`` the best score of reaching (t, u),
-    ``a[t, u] = max(a[t - 1, u] + blank(t - 1, u), a[t, u - 1] + emit(t, u - 1))``.
-    """
-    lp = log_probs.detach().double().cpu()
-    T, U = lp.size(0), len(tokens)
-    if T == 0:
-        raise AlignmentError("too few frames", "no encoder frame")
-    blank_lp = lp[:, :, blank].numpy()
-    emit_lp = np.stack([lp[:, u, tokens[u]].numpy() for u in range(U)], axis=1) \
-        if U else np.zeros((T, 0))
-    alpha = np.full((T, U + 1), -np.inf)
-    came_by_token = np.zeros((T, U + 1), dtype=bool)
-    for t in range(T):
-        for u in range(U + 1):
-            stay = 0.0 if t == 0 and u == 0 else (
-                alpha[t - 1, u] + blank_lp[t - 1, u] if t > 0 else -np.inf)
-            move = alpha[t, u - 1] + emit_lp[t, u - 1] if u > 0 else -np.inf
-            alpha[t, u], came_by_token[t, u] = (move, True) if move > stay else (stay, False)
-    if not np.isfinite(alpha[T - 1, U]):
-        raise AlignmentError("no valid path", f"{U} tokens in {T} frames")
-    frames, t, u = [0] * U, T - 1, U
-    while u > 0:
-        if came_by_token[t, u]:
-            frames[u - 1] = t
-            u -= 1
-        else:
-            t -= 1
-    return frames
-
-
-def transducer_spans(model: Any, encoder_out: torch.Tensor, ids: List[int]) -> List[TokenSpan]:
-    """Token spans of a transducer hypothesis from the frames that emit it: the best path of
-    the hypothesis through the joint's lattice (:func:`rnnt_viterbi_frames`); a token spans
-    its emitting frame, its confidence is its probability there."""
-    blank = model.blank_symbol()
-    state = model.predictor_init_state(1)
-    preds = []
-    token = torch.tensor([blank], device=encoder_out.device)
-    for nxt in [None] + list(ids):
-        if nxt is not None:
-            token = torch.tensor([nxt], device=encoder_out.device)
-        pred, state = model.forward_predictor_step(token, state)
-        preds.append(pred[0])
-    enc = model.project_encoder(encoder_out[0])  # (T, J)
-    T, U1 = enc.size(0), len(preds)
-    pred = torch.stack(preds)  # (U + 1, J)
-    logits = model.forward_joint_step(enc.repeat_interleave(U1, 0), pred.repeat(T, 1))
-    log_probs = torch.log_softmax(logits.float(), dim=-1).view(T, U1, -1)
-    frames = rnnt_viterbi_frames(log_probs, ids, blank)
-    return [TokenSpan(tok, t, t + 1, float(log_probs[t, u, tok].exp()))
-            for u, (tok, t) in enumerate(zip(ids, frames))]
+    transducer's times come from its own lattice (the path of its hypothesis)."""
+    return not hasattr(model, "forward_joint_step")

@@ -37,7 +37,8 @@ import torch
 
 from wenet.dataset.fbank import FeatureConf
 from wenet.dataset.tokenizer import Tokenizer
-from wenet.alignment.align import AlignmentError, ctc_forced_align, token_spans, word_spans
+from wenet.alignment.align import AlignmentError, ctc_forced_align, token_spans
+from wenet.alignment.timing import model_geometry, time_tokens
 from wenet.decode.attention import score_hyps
 from wenet.decode.options import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
@@ -76,6 +77,8 @@ class StreamingRecognizer:
         self.chunks = ChunkWindow(self.subsampling, int(model.right_context()),
                                   options.chunk_size, options.num_left_chunks)
         self.frame_s = self.subsampling * feature_conf.frame_shift / 1000.0
+        # word times: the frames' (offset-corrected, words >= 50 ms; wenet/alignment/timing.py)
+        self.geometry = model_geometry(model, feature_conf.frame_shift, feature_conf.frame_length)
         self.sos, self.eos = int(model.sos_symbol()), int(model.eos_symbol())
         self.id_to_token = {i: t for t, i in tokenizer.symbol_table.items()}
         self.endpoint = EndpointDetector(options.endpoint, self.frame_s * 1000.0)
@@ -221,7 +224,8 @@ class StreamingRecognizer:
             logging.warning("no word times for a sentence: %s", e)
             return []
         spans = token_spans(path, logprobs)
-        words = word_spans(spans, [self.id_to_token[s.token] for s in spans], self.frame_s)
+        words = time_tokens(spans, [self.id_to_token[s.token] for s in spans], self.geometry,
+                            duration_s=logprobs.size(0) * self.frame_s).words
         base = self.sentence_start * self.frame_s
         return [{"word": w.word, "start": round(base + w.start_s, 3),
                  "end": round(base + w.end_s, 3), "confidence": round(w.confidence, 4)}

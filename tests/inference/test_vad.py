@@ -8,8 +8,10 @@ from wenet.inference.vad import StreamingVad, VadConf, pauses, speech_segments
 RATE = 16000
 
 
-def _signal(plan, level=0.3, noise=0.0, seed=0):
-    """Concatenated pieces: ("tone", s) or ("sil", s); white noise of ``noise`` over all."""
+def _signal(plan, level=0.3, noise=1e-5, seed=0):
+    """Concatenated pieces: ("tone", s) or ("sil", s); white noise of ``noise`` over all
+    (by default a 16-bit recording's quantisation noise: a VAD has no floor to measure in
+    a steady tone between exact zeros, which no microphone records)."""
     rng = np.random.default_rng(seed)
     parts = []
     for i, (kind, secs) in enumerate(plan):
@@ -38,7 +40,7 @@ PLAN = [("sil", 0.5), ("tone", 1.2), ("sil", 0.3), ("tone", 0.8), ("sil", 0.1),
         ("tone", 0.6), ("sil", 0.7)]
 
 
-@pytest.mark.parametrize("level,noise", [(0.3, 0.0), (0.003, 0.0), (0.3, 0.003)])
+@pytest.mark.parametrize("level,noise", [(0.3, 1e-5), (0.003, 1e-5), (0.3, 0.003)])
 def test_pauses_and_speech_at_the_known_boundaries(level, noise):
     x = _signal(PLAN, level, noise)
     # the 0.1 s gap is shorter than min_pause_s (0.2 s): part of the speech
@@ -53,6 +55,38 @@ def test_min_pause_decides_which_gaps_count():
     got = pauses(x, RATE, VadConf(min_pause_s=0.05))
     assert _flat(got) == pytest.approx(_flat(_bounds(PLAN, "sil")), abs=0.0101)
     assert len(pauses(x, RATE, VadConf(min_pause_s=0.4))) == 2  # 0.5 s lead-in, 0.7 s tail
+
+
+def test_digital_silence_does_not_set_the_floor():
+    """Noisy pauses beside a join of exact zeros (files concatenated with a gap): all of
+    them are pauses; with the zeros counted in one floor for the recording the noisy ones
+    are not."""
+    plan = [("tone", 1.0), ("sil", 0.5), ("tone", 1.0), ("sil", 0.9), ("tone", 1.0),
+            ("sil", 0.6), ("tone", 0.8)]
+    x = _signal(plan, 0.3, 0.003)
+    # the 0.9 s gap (16 % of the windows: below the 10th percentile) is a digital join
+    zero_from, zero_to = int(2.5 * RATE), int(3.4 * RATE)
+    x[zero_from:zero_to] = 0.0
+    expected = _bounds(plan, "sil")
+    assert _flat(pauses(x, RATE)) == pytest.approx(_flat(expected), abs=0.0101)
+    counted = pauses(x, RATE, VadConf(skip_digital_silence=False, floor_window_s=None))
+    assert _flat(counted) == pytest.approx([2.5, 3.4], abs=0.0101)
+
+
+def test_floor_follows_a_changing_noise_level():
+    """Noise 40 dB louder in the second half (the pauses there 30 dB above the first
+    half's floor): a floor over the 3 s around each window finds the pauses of both
+    halves; one floor for the whole recording misses the loud half's."""
+    half = [("tone", 1.0), ("sil", 0.5), ("tone", 1.2), ("sil", 0.6), ("tone", 0.9),
+            ("sil", 0.5), ("tone", 1.0)]
+    first = _signal(half, 0.5, 1e-4, seed=1)
+    second = _signal(half, 0.5, 1e-2, seed=2)
+    x = np.concatenate([first, second])
+    shift = len(first) / RATE
+    expected = _bounds(half, "sil") + [(a + shift, b + shift) for a, b in _bounds(half, "sil")]
+    assert _flat(pauses(x, RATE)) == pytest.approx(_flat(expected), abs=0.0101)
+    whole = pauses(x, RATE, VadConf(floor_window_s=None))
+    assert _flat(whole) == pytest.approx(_flat(_bounds(half, "sil")), abs=0.0101)
 
 
 def test_streaming_vad_trailing_silence_any_piece_size():

@@ -63,6 +63,8 @@ class RefineConf:
     pause_penalty: float = 20.0
     speech_penalty: float = 5.0
     min_speech_s: float = 0.03
+    floor_window_s: Optional[float] = None  # the floor over this much around each window
+    skip_digital_silence: bool = False      # windows of exact zeros do not set the floor
 
 
 def energy_db(samples: np.ndarray, rate: int, hop_s: float = 0.01,
@@ -78,6 +80,35 @@ def energy_db(samples: np.ndarray, rate: int, hop_s: float = 0.01,
     return 10.0 * np.log10((frames ** 2).mean(axis=1) + 1e-20)
 
 
+DIGITAL_SILENCE_DB = -150.0  # a 10 ms window this quiet holds (nearly) only zeros
+
+
+def noise_floor_db(energy: np.ndarray, percentile: float, span: int = 0,
+                   skip_digital_silence: bool = False) -> np.ndarray:
+    """The noise floor of each window: the ``percentile`` of the window energies, over the
+    ``span`` windows centred on it when ``span`` > 0 (a floor that follows the noise level
+    along a long recording: joined files, a speaker moving from the microphone), else
+    over all of them. With ``skip_digital_silence`` windows of (nearly) exact zeros do
+    not count (joins, muted stretches and zero padding would pull the floor down to
+    nothing and leave the recording's real, noisy pauses above it); a span of nothing
+    but digital silence has the floor of all the windows."""
+    values = energy
+    if skip_digital_silence:
+        values = np.where(energy > DIGITAL_SILENCE_DB, energy, np.nan)
+        if np.isnan(values).all():
+            values = energy
+    overall = float(np.nanpercentile(values, percentile))
+    if span <= 0 or span >= len(energy):
+        return np.full(len(energy), overall)
+    half = span // 2
+    padded = np.concatenate([np.full(half, np.nan), values, np.full(span - 1 - half, np.nan)])
+    views = np.lib.stride_tricks.sliding_window_view(padded, span)
+    floors = np.full(len(energy), overall)
+    some = ~np.isnan(views).all(axis=1)
+    floors[some] = np.nanpercentile(views[some], percentile, axis=1)
+    return floors
+
+
 def pause_runs(samples: np.ndarray, rate: int, conf: RefineConf = RefineConf()
                ) -> List[Tuple[float, float]]:
     """(start s, end s) of every run of non-speech windows at least ``min_pause_s`` long.
@@ -90,7 +121,8 @@ def pause_runs(samples: np.ndarray, rate: int, conf: RefineConf = RefineConf()
     energy = energy_db(samples, rate, conf.hop_s)
     if energy.size == 0:
         return []
-    floor = np.percentile(energy, conf.floor_percentile)
+    span = int(round(conf.floor_window_s / conf.hop_s)) if conf.floor_window_s else 0
+    floor = noise_floor_db(energy, conf.floor_percentile, span, conf.skip_digital_silence)
     quiet = energy <= floor + conf.margin_db
     if conf.min_speech_s > 0:
         quiet = _bridge_blips(quiet, int(round(conf.min_speech_s / conf.hop_s)))

@@ -78,9 +78,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--srt", default=None, help="write DIR/<key>.srt subtitles")
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--max_segment_s", type=float, default=20.0,
-                   help="audio longer than this is cut at pauses into segments of at most "
-                        "this many seconds, decoded apart and joined (times count from the "
-                        "start of the file); 0: decode every file whole")
+                   help="audio longer than this is cut at pauses (a VAD's utterances) into "
+                        "segments of at most this many seconds, decoded apart and joined "
+                        "(times count from the start of the file); 0: decode every file whole")
     p.add_argument("--gpu", type=int, default=-1, help="GPU index, -1 for CPU")
     p.add_argument("--keep_going", action="store_true",
                    help="exit 0 when some inputs failed but at least one was transcribed")

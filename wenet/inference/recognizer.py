@@ -232,10 +232,11 @@ class Recognizer:
         stats.log_summary()
 
     def segment_conf(self) -> SegmentConf:
-        """How audio longer than ``max_segment_s`` is cut: segments of at least a quarter
-        of it (5 s at the default 20 s)."""
-        return SegmentConf(max_segment_s=self.max_segment_s,
-                           min_segment_s=self.max_segment_s / 4)
+        """How audio longer than ``max_segment_s`` is cut: ``SegmentConf``'s defaults, with
+        the shortest segment and the kept silence scaled down for a small ``max_segment_s``."""
+        min_s = min(SegmentConf.min_segment_s, self.max_segment_s / 4)
+        return SegmentConf(max_segment_s=self.max_segment_s, min_segment_s=min_s,
+                           pad_s=min(SegmentConf.pad_s, min_s / 2))
 
     @torch.no_grad()
     def decode_batch(self, batch: dict, mode: str, nbest: int, timestamps: bool,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Deque, List, Tuple
+from typing import Deque, List, Optional, Tuple
 
 import numpy as np
 
@@ -39,12 +39,16 @@ class VadConf:
     floor_percentile: float = 10.0
     min_pause_s: float = 0.2
     min_speech_s: float = 0.03     # louder blips as short as this inside a pause are noise
+    floor_window_s: Optional[float] = 3.0  # the floor follows the noise over this much audio
+    skip_digital_silence: bool = True      # exact zeros (joins, padding) do not set the floor
 
     def pause_conf(self) -> RefineConf:
         """The same settings as ``pauses.pause_runs`` takes them."""
         return RefineConf(hop_s=self.hop_s, margin_db=self.margin_db,
                           min_pause_s=self.min_pause_s, floor_percentile=self.floor_percentile,
-                          min_speech_s=self.min_speech_s, edge_margin_db=self.margin_db)
+                          min_speech_s=self.min_speech_s, edge_margin_db=self.margin_db,
+                          floor_window_s=self.floor_window_s,
+                          skip_digital_silence=self.skip_digital_silence)
 
 
 def pauses(samples: np.ndarray, rate: int, conf: VadConf = VadConf()) -> List[Tuple[float, float]]:

@@ -14,11 +14,26 @@ the float32 file is kept.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
-from typing import Dict
+from typing import Dict, Iterator
 
 OP_TYPES = ("MatMul", "Gather", "LSTM")
+
+
+@contextlib.contextmanager
+def _quantizer_quiet() -> Iterator[None]:
+    """The quantiser logs every node it skips on the root logger (INFO) and advises its
+    pre-processing (WARNING; the graphs are already shape-inferred and constant-folded by
+    the export): only its errors are let through while it runs."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
 
 
 def quantize_file(src: str, dst: str) -> Dict[str, int]:
@@ -30,8 +45,9 @@ def quantize_file(src: str, dst: str) -> Dict[str, int]:
 
     tmp = f"{dst[:-len('.onnx')]}.tmp{os.getpid()}.onnx"
     try:
-        quantize_dynamic(src, tmp, op_types_to_quantize=list(OP_TYPES),
-                         weight_type=QuantType.QInt8)
+        with _quantizer_quiet():
+            quantize_dynamic(src, tmp, op_types_to_quantize=list(OP_TYPES),
+                             weight_type=QuantType.QInt8)
         proto = onnx.load(tmp)
         kept = {p.key for p in proto.metadata_props}
         for prop in onnx.load(src, load_external_data=False).metadata_props:
@@ -46,5 +62,6 @@ def quantize_file(src: str, dst: str) -> Dict[str, int]:
     integer_ops = {op: n for op, n in counts.items()
                    if op in ("MatMulInteger", "DynamicQuantizeLSTM", "DequantizeLinear")}
     logging.info("quantised %s -> %s (%d -> %d bytes; %s)", src, dst, os.path.getsize(src),
-                 os.path.getsize(dst), ", ".join(f"{k} {v}" for k, v in sorted(integer_ops.items())))
+                 os.path.getsize(dst),
+                 ", ".join(f"{k} {v}" for k, v in sorted(integer_ops.items())))
     return integer_ops

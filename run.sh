@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end recipe: corpus -> Kaldi data dirs -> CMVN -> BPE -> data lists ->
-# training -> averaging + recognition + scoring -> TorchScript export.
+# training -> averaging + recognition + scoring -> TorchScript (and ONNX) export.
 # Stages as in WeNet's Switchboard run.sh; run a part with --stage N --stop_stage M.
 set -euo pipefail
 
@@ -78,6 +78,10 @@ lm_path=                # stage 5: a word ARPA LM fused into the CTC prefix beam
                         # attention rescoring); empty: stage 2's with lm_order > 0, else none
 lm_weight=0.5           # stage 5 with an LM: weight of its log-probability (chosen on speechocean762 dev)
 word_bonus=2.0          # stage 5 with an LM: score per word, against the LM's cost per word
+export_onnx=false       # true: stage 6 also writes \$dir/onnx (fp32 and int8 ONNX files for the torch-free
+                        # runtime, docs/onnx_format.md); streaming models also get encoder_chunk.onnx
+onnx_chunk_size=16      # export_onnx: output frames per chunk of encoder_chunk.onnx (streaming models)
+onnx_left_chunks=4      # export_onnx: left chunks in encoder_chunk.onnx's fixed-size attention cache
 
 help_message="Usage: $0 [options]
 Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in corpus).
@@ -123,6 +127,9 @@ Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in co
                                the same units), their posteriors averaged with this run's
   --use_model_avg true         decode the running weight average kept during training
                                (\$dir/model_avg.pt) instead of averaging epoch checkpoints
+  --export_onnx true           stage 6 also writes \$dir/onnx: ONNX files (fp32 and int8) with
+                               units.txt and bpe.model (--onnx_chunk_size N --onnx_left_chunks N
+                               for a streaming model's encoder_chunk.onnx)
   --config FILE                name=value lines (# comments, '...' or \"...\" quotes), read
                                before the command-line options; never run as shell
 Every variable at the top of run.sh is an option: --name value or --name=value.
@@ -139,6 +146,7 @@ option_types=(
   beam_size=posint ctc_weight=float reverse_weight=float decoding_chunk_size=int
   num_decoding_left_chunks=int simulate_streaming=bool gpu=int nbest=posint timestamps=bool
   context_score=float lm_order=uint train_seed=uint replay_ratio=float lm_broad_text=bool lm_weight=float word_bonus=float
+  export_onnx=bool onnx_chunk_size=posint onnx_left_chunks=posint
 )
 # Parsed before the cd (parse_options.sh reads this script to learn its options) and
 # before path.sh, so --help and bad values never wait for the virtualenv's installation.
@@ -410,7 +418,7 @@ if run_stage 5; then
 fi
 
 if run_stage 6; then
-  banner 6 "TorchScript export"
+  if "${export_onnx}"; then banner 6 "TorchScript and ONNX export"; else banner 6 "TorchScript export"; fi
   if [ -z "${decode_checkpoint}" ]; then
     if "${use_model_avg}"; then decode_checkpoint="${dir}/model_avg.pt"
     else clamp_average_num; decode_checkpoint="${dir}/avg_${average_num}.pt"; fi
@@ -421,6 +429,12 @@ if run_stage 6; then
   cp "${dict}" "${dir}/units.txt"
   cp "${bpemodel}.model" "${dir}/bpe.model"
   if "${cmvn}"; then cp "${feat_dir}/${train_set}/global_cmvn" "${dir}/global_cmvn"; fi
+  if "${export_onnx}"; then
+    # the same checkpoint, units and BPE model as final.zip, as an ONNX model dir
+    python wenet/bin/export_onnx.py --config "${dir}/train.yaml" --checkpoint "${decode_checkpoint}" \
+      --output_dir "${dir}/onnx" --int8 --chunk_size "${onnx_chunk_size}" \
+      --num_decoding_left_chunks "${onnx_left_chunks}" --units "${dict}" --bpe_model "${bpemodel}.model"
+  fi
   stage_done 6
 fi
 echo "run.sh: stages ${stage}-${stop_stage} finished in $(( $(date +%s) - run_start )) s"

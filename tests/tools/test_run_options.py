@@ -88,6 +88,10 @@ BAD = [
      "--checkpoint takes a checkpoint file; no such file 'missing.pt'"),
     (["--stage", "4", "--stop_stage", "4", "--init_checkpoint", "missing.pt"],
      "--init_checkpoint takes a checkpoint file; no such file 'missing.pt'"),
+    (["--export_onnx", "yes"], "--export_onnx takes true or false, not 'yes'"),
+    (["--onnx_chunk_size", "0"], "--onnx_chunk_size takes a positive integer (1, 2, ...), not '0'"),
+    (["--onnx_left_chunks", "-1"],
+     "--onnx_left_chunks takes a positive integer (1, 2, ...), not '-1'"),
     (["--PATH", "/tmp"], "unknown option --PATH"),
     (["--help_message", "x"], "unknown option --help_message"),
     (["--stop_stag", "3"], "unknown option --stop_stag"),
@@ -169,6 +173,48 @@ def test_download_reaches_the_switchboard_stage_0(recipe: Path):
     assert r.returncode == 0, r.stderr
     assert calls(recipe)[1] == ("speechocean762_data_prep.sh [--download] [true] "
                                 "[../shared/corpora/speechocean762] [data]")
+
+
+PY_RECORD = ("import os, sys\nwith open('calls.log', 'a') as f:\n"
+             "    f.write(' '.join([os.path.basename(sys.argv[0])]"
+             " + [f'[{a}]' for a in sys.argv[1:]]) + '\\n')\n")
+
+
+def test_export_onnx_makes_stage_6_write_the_onnx_dir(recipe: Path):
+    """Stage 6 exports TorchScript; with --export_onnx true also $dir/onnx (fp32 and
+    int8) from the same checkpoint, units and BPE model, chunk options passed on."""
+    bin_dir = recipe / "wenet" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in ("export_jit.py", "export_onnx.py"):
+        (bin_dir / name).write_text(PY_RECORD)
+    lang = recipe / "data" / "lang_char"
+    lang.mkdir(parents=True)
+    (lang / "train_unigram128_units.txt").write_text("<blank> 0\n")
+    (lang / "train_unigram128.model").write_text("bpe")
+    (recipe / "raw_wav" / "train").mkdir(parents=True)
+    (recipe / "raw_wav" / "train" / "global_cmvn").write_text("{}")
+    exp = recipe / "exp" / "my model"  # a space: every path is quoted
+    exp.mkdir(parents=True)
+    stage_6 = ["--stage", "6", "--stop_stage", "6", "--dir", "exp/my model"]
+
+    r = run_sh(recipe, stage_6)
+    assert r.returncode == 0, r.stderr
+    assert [c.split(" ")[0] for c in calls(recipe)] == ["path.sh", "export_jit.py"]
+    assert "stage 6: TorchScript export (" in r.stdout
+
+    (recipe / "calls.log").unlink()
+    r = run_sh(recipe, stage_6 + ["--export_onnx", "true", "--onnx_chunk_size", "8",
+                                  "--decode_checkpoint", "exp/my model/7.pt"])
+    assert r.returncode == 0, r.stderr
+    assert "stage 6: TorchScript and ONNX export (" in r.stdout
+    assert calls(recipe)[1].startswith("export_jit.py [--config] [exp/my model/train.yaml] "
+                                       "[--checkpoint] [exp/my model/7.pt]")
+    assert calls(recipe)[2] == (
+        "export_onnx.py [--config] [exp/my model/train.yaml] [--checkpoint] [exp/my model/7.pt] "
+        "[--output_dir] [exp/my model/onnx] [--int8] [--chunk_size] [8] "
+        "[--num_decoding_left_chunks] [4] [--units] [data/lang_char/train_unigram128_units.txt] "
+        "[--bpe_model] [data/lang_char/train_unigram128.model]")
+    assert (exp / "units.txt").read_text() == "<blank> 0\n"
 
 
 @pytest.fixture()

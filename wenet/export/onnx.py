@@ -33,6 +33,8 @@ from wenet.export.onnx_offline import export_ctc, export_decoder, export_encoder
 from wenet.export.onnx_streaming import export_encoder_chunk
 from wenet.export.onnx_transducer import export_transducer
 
+GRAPH_NAMES = ("encoder", "encoder_chunk", "ctc", "decoder", "encoder_proj", "predictor",
+               "joiner")
 UNITS_NAME = "units.txt"
 BPE_NAME = "bpe.model"
 
@@ -76,7 +78,21 @@ def export_onnx_models(model: torch.nn.Module, configs: Mapping[str, Any], outpu
         for name in list(paths):
             paths[f"{name}.int8"] = path_of(f"{name}.int8")
             quantize_file(paths[name], paths[f"{name}.int8"])
+    _remove_stale(output_dir, paths)
     return paths
+
+
+def _remove_stale(output_dir: str, written: Mapping[str, str]) -> None:
+    """Remove the format's files that this export did not write (an earlier export's
+    encoder_chunk.onnx or *.int8.onnx into the same dir): a runtime would take them for
+    parts of this model."""
+    for name in GRAPH_NAMES:
+        for variant in (name, f"{name}.int8"):
+            path = os.path.join(output_dir, f"{variant}.onnx")
+            if variant not in written and os.path.isfile(path):
+                os.remove(path)
+                logging.warning("removed %s, left by an earlier export (not part of this "
+                                "model's export)", path)
 
 
 def copy_units(output_dir: str, units: str, bpe_model: Optional[str]) -> None:

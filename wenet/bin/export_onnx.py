@@ -15,7 +15,7 @@ import os
 from typing import List, Optional
 
 from wenet.export.onnx import copy_units, export_onnx_models
-from wenet.inference.loader import SCRIPT_NAME, find_checkpoint, load_model_dir
+from wenet.inference.loader import CONFIG_NAME, SCRIPT_NAME, find_checkpoint, load_model_dir
 from wenet.models.paths import resolve_bpe, resolve_units
 
 
@@ -65,10 +65,17 @@ def main(argv: Optional[List[str]] = None) -> None:
         raise FileNotFoundError(f"checkpoint {args.checkpoint} does not exist")
     if args.model_dir is not None:
         checkpoint = args.checkpoint or checkpoint_of(args.model_dir)
-        loaded = load_model_dir(args.model_dir, "cpu", checkpoint, need_tokenizer=False)
+        config = os.path.join(args.model_dir, CONFIG_NAME)
     else:
-        loaded = load_model_dir("", "cpu", args.checkpoint, config=args.config,
-                                need_tokenizer=False)
+        checkpoint, config = args.checkpoint, args.config
+    if checkpoint.endswith(".zip"):
+        raise ValueError(f"{checkpoint}: a TorchScript model; ONNX export traces the eager "
+                         "model: name its .pt checkpoint")
+    try:
+        loaded = load_model_dir(args.model_dir or "", "cpu", checkpoint,
+                                config=args.config, need_tokenizer=False)
+    except ValueError as e:  # an unknown model type or option, a mismatched checkpoint
+        raise ValueError(f"{config} (checkpoint {checkpoint}): {e}") from e
     units = args.units or resolve_units(loaded.path, loaded.configs)
     bpe_model = args.bpe_model or resolve_bpe(loaded.path, loaded.configs, units)
     paths = export_onnx_models(loaded.model, loaded.configs, args.output_dir, args.chunk_size,

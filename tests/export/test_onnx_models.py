@@ -168,6 +168,7 @@ def test_files_and_metadata(exported):
         "output_size": str(model.encoder.output_size()),
         "subsampling_rate": str(model.subsampling_rate()),
         "right_context": str(model.right_context()),
+        "min_input_frames": str(model.encoder.min_input_frames()),
         "streaming": str(int(e.name in STREAMING)),
         "has_ctc": str(int("ctc" in names)), "has_decoder": str(int("decoder" in names)),
         "is_bidirectional_decoder": str(int(model.is_bidirectional_decoder())),
@@ -187,6 +188,8 @@ def test_files_and_metadata(exported):
     for name in names & {"encoder", "encoder_chunk"}:
         meta = e.metadata(name)
         assert {k: meta[k] for k in encoder_keys} == encoder_keys, name
+    if CONFIGS[e.name].get("encoder") == "zipformer":  # fewer than right_context + 1
+        assert (encoder_keys["min_input_frames"], encoder_keys["right_context"]) == ("9", "10")
     if e.name == "transducer_multi_blank":
         assert encoder_keys["big_blank_durations"] == "2,3"
         assert encoder_keys["big_blank_ids"] == f"{len(UNITS)},{len(UNITS) + 1}"

@@ -149,6 +149,7 @@ def encoder_metadata(model: torch.nn.Module, configs: Mapping[str, Any]) -> Dict
         "output_size": encoder.output_size(),
         "subsampling_rate": int(model.subsampling_rate()),
         "right_context": int(model.right_context()),
+        "min_input_frames": int(encoder.min_input_frames()),
         "streaming": int(encoder.is_streaming()),
         "has_ctc": int(has_ctc(model)),
         "has_decoder": int(has_decoder(model)),

@@ -5,7 +5,7 @@ examples, and says so in its metadata (docs/onnx_format.md).
 Families: tests/device/families.py's tiny configs (U2++ conformer, causal U2++ conformer,
 transformer, non-causal and causal Zipformer, conformer transducers with the LSTM
 predictor, one multi-blank, a Zipformer transducer with the stateless predictor),
-plus a causal Zipformer transducer; each with a global CMVN (inside the encoder graph),
+plus a causal Zipformer transducer and a static-chunk conformer; each with a global CMVN (inside the encoder graph),
 seeded, its CTC head and joint sharpened so argmaxes are decisive.
 
 Tolerance (float32, absolute, rtol 0): ATOL = 2e-5 on every output. onnxruntime fuses
@@ -42,7 +42,11 @@ CONFIGS = {name: FAMILIES[name] for name in (
     "conformer_u2pp", "conformer_u2pp_causal", "transformer", "zipformer", "zipformer_causal",
     "zipformer_pruned_cr_ctc", "transducer_full", "transducer_multi_blank")}
 CONFIGS["zipformer_transducer_causal"] = CAUSAL_ZIPFORMER_TRANSDUCER
-STREAMING = {"conformer_u2pp_causal", "zipformer_causal", "zipformer_transducer_causal"}
+# trained with one fixed chunk: even its encoder.onnx applies that chunk mask, as eager does
+CONFIGS["conformer_static_chunk"] = merged(FAMILIES["conformer_u2pp"], {
+    "encoder_conf": {"causal": True, "static_chunk_size": CHUNK}})
+STREAMING = {"conformer_u2pp_causal", "conformer_static_chunk", "zipformer_causal",
+             "zipformer_transducer_causal"}
 # int8 bounds (see test_int8_files_run_and_agree): relative error of the encoder output's
 # variation over time, and the share of frames whose first-pass argmax equals float32's
 INT8_MAX_CENTERED_ERROR = 0.15

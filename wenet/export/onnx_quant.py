@@ -6,10 +6,16 @@ Quantised: ``MatMul`` (every Linear of the attention, feed-forward, CTC, decoder
 joint layers: nearly all the parameters; becomes ``MatMulInteger``), ``Gather`` with a
 weight table (embeddings of the decoder and predictor) and ``LSTM`` (the LSTM
 predictor, ``DynamicQuantizeLSTM``). Left in float32: ``Conv`` (the subsampling front
-end and the depthwise convolutions: onnxruntime's ``ConvInteger`` roughly doubled the
-int8 encoder's error on the tiny test models and has no fast CPU kernel), and
+end and the depthwise convolutions: onnxruntime's ``ConvInteger`` raised the tiny U2++
+encoder's relative int8 error from 0.7 % to 1.2 % and has no fast CPU kernel), and
 everything that is not a weight (LayerNorm, softmax, the CMVN). The metadata of
 the float32 file is kept.
+
+Measured on the main job's Zipformer (exp/synth_train_zipformer, 2.9 M parameters) over
+20 speechocean762 utterances: encoder.onnx 10.4 MB -> 3.5 MB, CTC argmax equal to
+float32's on 98.9 % of frames, encoder output within 6.6 % relative error (per-channel
+weights or uint8 weights changed neither); the TorchScript final_quant.zip of the same
+model: 97.6 % and 14 %.
 """
 from __future__ import annotations
 

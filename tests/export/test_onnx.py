@@ -4,8 +4,9 @@ TorchScript (export_jit.py): a runtime-style decode through the scripted
 methods (forward_encoder_chunk, ctc_activation, forward_attention_decoder)
 gives the same ctc_greedy_search and attention_rescoring hypotheses as the
 eager searches of wenet/decode/ on utterances of several
-lengths. ONNX (export_onnx.py): the streaming encoder run chunk by chunk in
-onnxruntime, the CTC head and the rescoring decoder match eager to 1e-4.
+lengths. ONNX (export_onnx.py): the streaming encoder (encoder_chunk.onnx) run chunk
+by chunk in onnxruntime, the CTC head and the rescoring decoder match eager to 1e-4
+(every family's files: tests/export/test_onnx_models.py).
 
 The models are small and randomly initialised; the CTC head and the decoder
 output layer are scaled up (and blank biased) so that argmaxes and rescoring
@@ -82,6 +83,9 @@ def _make_experiment(root, conf_name, **encoder_extra):
         yaml.safe_dump(cfg, f)
     checkpoint = os.path.join(root, "avg_1.pt")
     torch.save(model.state_dict(), checkpoint)
+    units = ["<blank>", "<unk>"] + [f"u{i}" for i in range(2, VOCAB - 1)] + ["<sos/eos>"]
+    with open(os.path.join(root, "units.txt"), "w", encoding="utf-8") as f:
+        f.writelines(f"{u} {i}\n" for i, u in enumerate(units))
     return config, checkpoint, model
 
 
@@ -215,7 +219,7 @@ def test_export_jit_decodes_like_eager(tmp_path, conf_name, chunk_size):
 # ---------------------------------------------------------------- ONNX
 
 def _onnx_stream(session, xs, meta):
-    """Run encoder.onnx chunk by chunk over one utterance (1, T, D) the way a runtime
+    """Run encoder_chunk.onnx chunk by chunk over one utterance (1, T, D) the way a runtime
     does: fixed-size zero caches, att_mask False on the not-yet-filled slots."""
     chunk_size, required = int(meta["chunk_size"]), int(meta["required_cache_size"])
     subsampling, context = int(meta["subsampling_rate"]), int(meta["right_context"]) + 1
@@ -257,7 +261,7 @@ def test_export_onnx_streams_like_eager(tmp_path, conf_name, encoder_extra):
     export_onnx.main(["--config", config, "--checkpoint", checkpoint,
                       "--output_dir", str(out_dir), "--chunk_size", str(CHUNK),
                       "--num_decoding_left_chunks", str(LEFT_CHUNKS)])
-    meta = {p.key: p.value for p in onnx.load(str(out_dir / "encoder.onnx")).metadata_props}
+    meta = {p.key: p.value for p in onnx.load(str(out_dir / "encoder_chunk.onnx")).metadata_props}
     assert {k: meta[k] for k in ("subsampling_rate", "right_context", "sos_symbol",
                                  "eos_symbol", "chunk_size", "left_chunks", "output_size",
                                  "required_cache_size", "is_bidirectional_decoder")} == {
@@ -269,7 +273,7 @@ def test_export_onnx_streams_like_eager(tmp_path, conf_name, encoder_extra):
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     encoder, ctc, decoder = (ort.InferenceSession(str(out_dir / f"{name}.onnx"), opts)
-                             for name in ("encoder", "ctc", "decoder"))
+                             for name in ("encoder_chunk", "ctc", "decoder"))
 
     with torch.no_grad():
         for xs in _test_set():  # the longest fills and then rolls the 8-frame cache

@@ -1,6 +1,6 @@
-"""The Zipformer's ONNX streaming encoder (export/onnx.py) run chunk by chunk in
-onnxruntime with fixed-size caches equals the eager chunk-by-chunk forward, the last
-(shorter) chunk included."""
+"""The causal Zipformer's ONNX streaming encoder (encoder_chunk.onnx of
+wenet/export/onnx_streaming.py) run chunk by chunk in onnxruntime with fixed-size caches
+equals the eager chunk-by-chunk forward, the last (shorter) chunk included."""
 import numpy as np
 import pytest
 import torch
@@ -17,8 +17,9 @@ def test_onnx_streaming_encoder_equals_eager(tmp_path, one_thread):
     model = init_model(tiny_config(True)).eval()
     chunk, left = 4, 2
     required = chunk * left
-    paths = export_onnx_models(model, str(tmp_path), 20, chunk_size=chunk, left_chunks=left)
-    sess = ort.InferenceSession(paths["encoder"])
+    paths = export_onnx_models(model, tiny_config(True), str(tmp_path), chunk_size=chunk,
+                               left_chunks=left)
+    sess = ort.InferenceSession(paths["encoder_chunk"])
     meta = sess.get_modelmeta().custom_metadata_map
     att_shape, cnn_shape = model.encoder.streaming_cache_shapes(required)
     assert (int(meta["num_blocks"]), int(meta["head"])) == att_shape[:2]

@@ -1,37 +1,80 @@
-"""Export a trained model as ONNX for CPU runtimes: a streaming encoder with
-fixed-size caches (encoder.onnx, metadata in its metadata_props), the CTC head
-(ctc.onnx) and the rescoring decoder (decoder.onnx). See wenet/export/onnx.py."""
+"""Export a trained model as an ONNX model directory (docs/onnx_format.md): the
+full-context encoder, the streaming encoder step (streaming models), the CTC head, the
+rescoring decoder, the transducer's projections, predictor and joiner, with metadata,
+units.txt and bpe.model; --int8 adds dynamically quantised copies. See
+wenet/export/onnx.py.
+
+    python wenet/bin/export_onnx.py --model_dir exp/synth_train_conformer --output_dir DIR
+    python wenet/bin/export_onnx.py --config train.yaml --checkpoint avg_2.pt --output_dir DIR
+"""
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 from typing import List, Optional
 
-
-from wenet.export.onnx import export_onnx_models
-from wenet.inference.loader import load_model_dir
+from wenet.export.onnx import copy_units, export_onnx_models
+from wenet.inference.loader import SCRIPT_NAME, find_checkpoint, load_model_dir
+from wenet.models.paths import resolve_bpe, resolve_units
 
 
 def get_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--config", required=True, help="the experiment's train.yaml")
-    parser.add_argument("--checkpoint", required=True, help="model state_dict (.pt)")
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model_dir", help="an experiment or exported dir (train.yaml and a "
+                        "checkpoint: the newest avg_*.pt, else final.pt, else the newest {N}.pt)")
+    source.add_argument("--config", help="a train.yaml (with --checkpoint)")
+    parser.add_argument("--checkpoint", help="model state_dict (.pt); with --model_dir it "
+                        "overrides the dir's own")
     parser.add_argument("--output_dir", required=True, help="where the .onnx files go")
+    parser.add_argument("--int8", action="store_true",
+                        help="also write a dynamically int8-quantised *.int8.onnx of each file")
     parser.add_argument("--chunk_size", type=int, default=16,
-                        help="output frames per encoder chunk")
+                        help="encoder_chunk.onnx: output frames per chunk")
     parser.add_argument("--num_decoding_left_chunks", type=int, default=4,
-                        help="left chunks kept in the (fixed-size) attention cache")
-    return parser.parse_args(argv)
+                        help="encoder_chunk.onnx: left chunks kept in the fixed-size cache")
+    parser.add_argument("--units", help="units.txt to copy (default: the model dir's)")
+    parser.add_argument("--bpe_model", help="sentencepiece model to copy (default: the "
+                        "model dir's, if any)")
+    args = parser.parse_args(argv)
+    if args.config is not None and args.checkpoint is None:
+        parser.error("--config needs --checkpoint")
+    return args
+
+
+def checkpoint_of(model_dir: str) -> str:
+    """The checkpoint of ``model_dir``; an error naming the dir when it has only
+    final.zip (TorchScript cannot be traced into ONNX) or nothing."""
+    try:
+        return find_checkpoint(model_dir)
+    except FileNotFoundError:
+        if os.path.isfile(os.path.join(model_dir, SCRIPT_NAME)):
+            raise FileNotFoundError(
+                f"{model_dir}: only {SCRIPT_NAME}, no checkpoint (avg_*.pt, final.pt or "
+                "{N}.pt): ONNX export traces the eager model; name one with --checkpoint"
+            ) from None
+        raise
 
 
 def main(argv: Optional[List[str]] = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     args = get_args(argv)
-    loaded = load_model_dir("", "cpu", args.checkpoint, config=args.config, need_tokenizer=False)
-    model, feat_dim = loaded.model, int(loaded.configs["input_dim"])
-    paths = export_onnx_models(model, args.output_dir, feat_dim, args.chunk_size,
-                               args.num_decoding_left_chunks)
-    logging.info("wrote %s", ", ".join(paths.values()))
+    if args.checkpoint is not None and not os.path.isfile(args.checkpoint):
+        raise FileNotFoundError(f"checkpoint {args.checkpoint} does not exist")
+    if args.model_dir is not None:
+        checkpoint = args.checkpoint or checkpoint_of(args.model_dir)
+        loaded = load_model_dir(args.model_dir, "cpu", checkpoint, need_tokenizer=False)
+    else:
+        loaded = load_model_dir("", "cpu", args.checkpoint, config=args.config,
+                                need_tokenizer=False)
+    units = args.units or resolve_units(loaded.path, loaded.configs)
+    bpe_model = args.bpe_model or resolve_bpe(loaded.path, loaded.configs, units)
+    paths = export_onnx_models(loaded.model, loaded.configs, args.output_dir, args.chunk_size,
+                               args.num_decoding_left_chunks, int8=args.int8)
+    copy_units(args.output_dir, units, bpe_model)
+    logging.info("wrote %s", ", ".join(os.path.basename(p) for p in paths.values()))
 
 
 if __name__ == "__main__":

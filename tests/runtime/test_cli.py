@@ -82,3 +82,12 @@ def test_metadata_is_read_and_checked():
                                     "big_blank_ids": "8,9", "big_blank_durations": "2,4"}, "e")
     assert rnnt.predictor_states == (("int64", ("N", "1")),)
     assert (rnnt.big_blank_ids, rnnt.big_blank_durations) == ((8, 9), (2, 4))
+
+
+def test_hotwords_and_an_lm_together_are_refused_as_by_decode_options():
+    from wenet.decode.context_graph import ContextGraph
+    from wenet.decode.ctc_lm import LMFusion
+    from wenet.lm.ngram import train_kneser_ney
+    fusion = LMFusion(train_kneser_ney([["a"]], 1), ["<blank>", "\u2581a"])
+    with pytest.raises(ValueError, match="hotword biasing and an n-gram LM together"):
+        SearchOptions(context_graph=ContextGraph([[1]], 1.0), lm_fusion=fusion)

@@ -113,10 +113,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = get_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(message)s")
-    if args.lm_path and args.context_list_path:
-        logging.error("hotword biasing and an n-gram LM together are not supported: "
-                      "give --context_list_path or --lm_path")
-        return 1
     try:
         done, failed = run(args)
     except (FileNotFoundError, ValueError) as e:

@@ -17,7 +17,7 @@ from tests.common import REPO
 # rank (without cycles), or a room of a lower rank; never a higher one.
 ROOM_RANKS = {
     "bin": 6, "serve": 6,
-    "train": 5, "inference": 5, "export": 5, "eval": 5,
+    "train": 5, "inference": 5, "export": 5, "eval": 5, "runtime": 5,
     "decode": 4, "lm": 4, "alignment": 4,
     "models": 3,
     "transformer": 2, "transducer": 2, "zipformer": 2,

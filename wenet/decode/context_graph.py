@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import Any, Dict, List, Sequence, Tuple
-
-import torch
+from typing import TYPE_CHECKING, Any, Dict, List, Sequence, Tuple
 
 from wenet.utils.file_utils import text_lines
+
+if TYPE_CHECKING:
+    import torch
 
 logger = logging.getLogger(__name__)
 
@@ -150,8 +151,8 @@ class ContextGraph:
             total += bonus
         return total + self.finalize(state)[0]
 
-    def tables(self, vocab_size: int, device: torch.device
-               ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def tables(self, vocab_size: int, device: "torch.device"
+               ) -> Tuple["torch.Tensor", "torch.Tensor", "torch.Tensor", "torch.Tensor"]:
         """Dense tensors for batched searches: ``(column [V], next_state [S, A+1],
         bonus [S, A+1], final [S])``.
 
@@ -160,6 +161,7 @@ class ContextGraph:
         ``next_state``/``bonus`` are :meth:`forward_one_step` for every state and
         column, ``final`` is :meth:`finalize`'s bonus per state (float32).
         """
+        import torch  # here: the graph itself is pure Python (wenet.runtime has no torch)
         key = f"{vocab_size}:{device}"
         if key not in self._tables:
             alphabet = sorted({t for c in self.children for t in c})

@@ -29,13 +29,14 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
-
-import torch
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from wenet.dataset.tokenizer import SPACE
 from wenet.decode.hyps import NEG_INF, Hyp, NBest
 from wenet.lm.ngram import EOS, Ngram, NgramLM
+
+if TYPE_CHECKING:
+    import torch
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +145,7 @@ class LMFusion:
         return score + self.weight * self.lm.score(state, EOS)[0]
 
 
-def ctc_lm_prefix_beam_search(ctc_logprobs: torch.Tensor, lengths: torch.Tensor,
+def ctc_lm_prefix_beam_search(ctc_logprobs: "torch.Tensor", lengths: "torch.Tensor",
                               beam_size: int, fusion: LMFusion, blank_id: int = 0,
                               blank_skip_threshold: Optional[float] = 0.999) -> List[NBest]:
     """The n-best ``(prefix, CTC + LM score)`` of each utterance of ``[B, T, V]``
@@ -160,6 +161,17 @@ def ctc_lm_prefix_beam_search(ctc_logprobs: torch.Tensor, lengths: torch.Tensor,
                                None if blank_skip_threshold is None
                                else math.log(blank_skip_threshold)))
     return out
+
+
+def ctc_lm_search_utterance(lp: List[List[float]], topk_lp: List[List[float]],
+                            topk_ids: List[List[int]], beam_size: int, fusion: LMFusion,
+                            blank_id: int = 0, blank_skip_threshold: Optional[float] = 0.999
+                            ) -> NBest:
+    """The n-best of one utterance from plain lists: its frames' log-probabilities
+    ``lp`` [T][V] and their top units ``topk_ids`` (``topk_lp``) [T][K], best first, as
+    ``ctc_lm_prefix_beam_search`` computes them; no torch (``wenet.runtime`` uses it)."""
+    return _search_one(lp, topk_lp, topk_ids, beam_size, fusion, blank_id,
+                       None if blank_skip_threshold is None else math.log(blank_skip_threshold))
 
 
 def _search_one(lp: List[List[float]], topk_lp: List[List[float]], topk_ids: List[List[int]],

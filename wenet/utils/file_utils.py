@@ -9,8 +9,6 @@ import contextlib
 import os
 from typing import IO, Any, Dict, Iterator, List, Tuple
 
-import yaml
-
 TMP_MARK = ".tmp."  # temporary files are ``<path>.tmp.<pid>``
 
 
@@ -105,6 +103,7 @@ def read_symbol_table(path: str) -> Dict[str, int]:
 def load_yaml(path: str) -> Any:
     """``yaml.safe_load`` of a file; a syntax error or a tag that safe loading refuses
     (``!!python/...``) becomes a one-line ``ValueError`` naming the file and line."""
+    import yaml  # here, not at the top: the torch-free runtime reads text files, no YAML
     try:
         with _open_text(path) as f:
             return yaml.safe_load(f)

@@ -1,0 +1,123 @@
+"""Audio inputs of the runtime without torch: the inputs transcribe.py takes (audio files,
+directories, wav.scp or file lists, ``-``), read with soundfile, checked and turned into
+the model's fbank; an input that gives no features is an :class:`InputError` naming why.
+
+Audio at another sample rate than the model's is refused, not resampled: training
+resamples with torchaudio, which this runtime does not have, and a different resampler
+would give slightly different features (resample first, e.g. ``sox in.wav -r 16000
+out.wav``). Several channels are averaged to mono, as training does.
+"""
+from __future__ import annotations
+
+import io
+import logging
+import os
+import subprocess
+import sys
+from typing import IO, List, Optional, Sequence, Tuple
+
+import numpy as np
+import soundfile as sf
+
+from wenet.runtime.fbank import FbankOptions, fbank
+
+logger = logging.getLogger(__name__)
+
+AUDIO_SUFFIXES = frozenset({"wav", "flac", "ogg", "opus", "mp3", "sph"})
+
+
+class InputError(ValueError):
+    """An input that gives no features; the message says which and why."""
+
+
+def scp_entry(line: str) -> Tuple[str, str]:
+    """(key, audio) of a wav.scp line (``key path`` or ``key cmd |``) or of a bare path
+    (key: the file name without extension)."""
+    line = line.strip()
+    if os.path.isfile(line) or len(line.split(None, 1)) == 1:
+        return os.path.splitext(os.path.basename(line))[0], line
+    key, spec = line.split(None, 1)
+    return key, spec.strip()
+
+
+def _is_audio(path: str) -> bool:
+    return os.path.splitext(path)[1].lower().lstrip(".") in AUDIO_SUFFIXES
+
+
+def audio_inputs(args: Sequence[str], stdin: Optional[IO[str]] = None) -> List[Tuple[str, str]]:
+    """(key, audio) of every input: audio files, directories (their audio files, sorted),
+    wav.scp / list files and ``-`` (such a list on stdin). A duplicate key is an error."""
+    items: List[Tuple[str, str]] = []
+    for arg in args:
+        if arg == "-":
+            lines = (stdin or sys.stdin).read().splitlines()
+        elif os.path.isdir(arg):
+            lines = sorted(os.path.join(root, f) for root, _, files in os.walk(arg)
+                           for f in files if _is_audio(f))
+        elif _is_audio(arg):
+            lines = [arg]
+        elif os.path.isfile(arg):
+            with open(arg, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        else:
+            raise FileNotFoundError(f"no such file or directory: {arg}")
+        items.extend(scp_entry(line) for line in lines if line.strip())
+    seen = set()
+    for key, _ in items:
+        if key in seen:
+            raise ValueError(f"two inputs have the key '{key}' (use a wav.scp with unique keys)")
+        seen.add(key)
+    return items
+
+
+def _read_bytes(spec: str) -> bytes:
+    if spec.endswith("|"):
+        cmd = spec[:-1].strip()
+        proc = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if proc.returncode != 0:
+            raise InputError(f"command '{cmd}' failed with exit code {proc.returncode}: "
+                             f"{proc.stderr.decode('utf-8', 'replace').strip()}")
+        return proc.stdout
+    try:
+        with open(spec, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise InputError(f"cannot read {spec}: {e.strerror}") from None
+
+
+def read_audio(spec: str) -> Tuple[np.ndarray, int]:
+    """Mono float32 samples in [-1, 1] and the rate of a wav.scp value."""
+    data = _read_bytes(spec.strip())
+    if not data:
+        raise InputError("empty file (0 bytes)")
+    try:
+        samples, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
+    except Exception as e:  # soundfile raises several types for data it cannot decode
+        reason = str(getattr(e, "error_string", "") or e).strip()
+        raise InputError(f"not audio libsndfile decodes ({reason})") from None
+    if samples.shape[1] > 1:
+        logger.warning("%s: %d channels averaged to mono", spec, samples.shape[1])
+        samples = samples.mean(axis=1, keepdims=True, dtype=np.float32)
+    return np.ascontiguousarray(samples[:, 0]), int(rate)
+
+
+def features(spec: str, options: FbankOptions, min_frames: int) -> np.ndarray:
+    """The model's fbank (T, F) of a wav.scp value; InputError for audio the model cannot
+    take: unreadable, empty, non-finite, at another sample rate, or shorter than the
+    ``min_frames`` feature frames one encoder output frame needs."""
+    samples, rate = read_audio(spec)
+    if samples.size == 0:
+        raise InputError("zero-length audio")
+    bad = int((~np.isfinite(samples)).sum())
+    if bad:
+        raise InputError(f"{bad} NaN or infinite samples")
+    if rate != options.sample_rate:
+        raise InputError(f"sampled at {rate} Hz, the model takes {options.sample_rate} Hz: "
+                         f"resample it first (e.g. sox IN -r {options.sample_rate} OUT.wav); "
+                         "this runtime does not resample")
+    frames = options.num_frames(samples.size)
+    if frames < max(min_frames, 1):
+        need = options.frame_length + (max(min_frames, 1) - 1) * options.frame_shift
+        raise InputError(f"{samples.size / rate:.3g} s ({frames} feature frames) is shorter "
+                         f"than the model's minimum {need / 1000:.3g} s ({min_frames} frames)")
+    return fbank(samples, options)

@@ -17,7 +17,8 @@ from wenet.decode.ctc import ctc_prefix_beam_search
 from wenet.decode.ctc_lm import LMFusion
 from wenet.decode.stream_state import CtcPrefixBeamState
 from wenet.inference.features import IncrementalFbank
-from wenet.inference.streaming import StreamingRecognizer
+from wenet.inference.loader import load_model_dir
+from wenet.inference.streaming import StreamingRecognizer, is_streaming_model
 from wenet.lm.ngram import train_kneser_ney
 from wenet.serve.loading import NotServableError, load_streaming_model
 
@@ -192,11 +193,28 @@ def test_stream_with_lm_equals_simulate_streaming(model_dir, tmp_path, one_threa
 
 @pytest.mark.parametrize("kind", SERVED)
 def test_non_streaming_model_is_refused(tmp_path, kind):
-    """The model says it is not streaming (final.zip and checkpoint alike)."""
+    """The model says whether it streams: final.zip's exported is_streaming() and the
+    checkpoint's alike; a non-streaming one is refused."""
     d = write_model_dir(tmp_path / "full", streaming=False, kind=kind)
     for checkpoint in (None, str(d / "model.pt")):
+        assert load_model_dir(str(d), checkpoint=checkpoint).model.is_streaming() is False
         with pytest.raises(NotServableError, match="not a streaming model"):
             load_streaming_model(str(d), checkpoint)
+    d = write_model_dir(tmp_path / "streaming", kind=kind)
+    loaded = load_model_dir(str(d))
+    assert loaded.scripted and loaded.model.script.is_streaming() is True
+
+
+def test_an_export_without_is_streaming_goes_by_train_yaml():
+    """A final.zip exported before is_streaming() was: train.yaml's keys decide."""
+    class OldExport:
+        pass
+    assert is_streaming_model(OldExport(), {"encoder": "zipformer",
+                                            "encoder_conf": {"causal": True}})
+    assert not is_streaming_model(OldExport(), {"encoder": "zipformer", "encoder_conf": {}})
+    assert is_streaming_model(OldExport(), {"encoder_conf": {"static_chunk_size": 8}})
+    assert is_streaming_model(OldExport(), {"encoder_conf": {"use_dynamic_chunk": True}})
+    assert not is_streaming_model(OldExport(), {"encoder_conf": {"causal": True}})
 
 
 def test_endpoint_rules():

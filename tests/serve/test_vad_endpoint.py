@@ -1,6 +1,7 @@
-"""The vad_silence endpoint rule of continuous decoding (each served kind of model): a sentence ends after that much
-silence by the energy VAD, measured on the audio up to the chunk just encoded, so the
-sentences do not depend on how the audio is split into messages."""
+"""The vad_silence endpoint rule of continuous decoding, on each served kind of model: a
+sentence ends after that much silence by the energy VAD, measured on the audio up to the
+chunk just encoded, so the sentences do not depend on how the audio is split into
+messages."""
 import numpy as np
 import pytest
 

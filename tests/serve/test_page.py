@@ -29,9 +29,9 @@ def _wait_done(browser, timeout_s=60.0):
     raise AssertionError(f"the page did not finish in {timeout_s} s: {state}")
 
 
-def test_page_shows_the_transcript_of_a_file(model_dir, tmp_path, one_thread):
-    loaded = load_streaming_model(str(model_dir), str(model_dir / "model.pt"))
-    wav = str(model_dir / "u1.wav")
+def test_page_shows_the_transcript_of_a_file(u2pp_dir, tmp_path, one_thread):
+    loaded = load_streaming_model(str(u2pp_dir), str(u2pp_dir / "model.pt"))
+    wav = str(u2pp_dir / "u1.wav")
     with ServerThread(RecognitionServer(loaded, OPTIONS, CONFIG)) as srv:
         expected = asyncio.run(stream_audio(srv.url, read_pcm16(wav))).text
         assert expected

@@ -27,22 +27,22 @@ def _listening_addresses(port):
     return found
 
 
-def _server(model_dir, *extra):
-    args = get_parser().parse_args(["--model_dir", str(model_dir), "--checkpoint",
-                                    str(model_dir / "model.pt"), "--port", "0",
+def _server(u2pp_dir, *extra):
+    args = get_parser().parse_args(["--model_dir", str(u2pp_dir), "--checkpoint",
+                                    str(u2pp_dir / "model.pt"), "--port", "0",
                                     "--chunk_size", "4", "--num_workers", "1", *extra])
     return ServerThread(build_server(args))
 
 
 @pytest.mark.parametrize("extra, address", [([], "127.0.0.1"),
                                             (["--host", "0.0.0.0"], "0.0.0.0")])
-def test_listens_on_loopback_unless_told(model_dir, extra, address):
-    with _server(model_dir, *extra) as srv:
+def test_listens_on_loopback_unless_told(u2pp_dir, extra, address):
+    with _server(u2pp_dir, *extra) as srv:
         assert _listening_addresses(srv.port) == {address}
 
 
-def test_unknown_start_keys_are_refused(model_dir, one_thread):
-    with _server(model_dir) as srv:
+def test_unknown_start_keys_are_refused(u2pp_dir, one_thread):
+    with _server(u2pp_dir) as srv:
         answers, code = asyncio.run(_exchange(srv.url, json.dumps({"signal": "start",
                                                                    "foo": 1})))
         assert answers == [{"status": "failed", "message":
@@ -57,7 +57,7 @@ def test_unknown_start_keys_are_refused(model_dir, one_thread):
         start = {"nbest": 2, "continuous_decoding": False, "sample_rate": 16000,
                  "chunk_size": 4, "hotwords": ["ab"], "hotword_score": 1.0}
         assert sorted(["signal", *start]) == sorted(START_KEYS)
-        pcm = read_pcm16(str(model_dir / "u0.wav"))
+        pcm = read_pcm16(str(u2pp_dir / "u0.wav"))
         result = asyncio.run(stream_audio(srv.url, pcm, start=start))
         assert result.messages[-1] == {"status": "ok", "type": "speech_end"}
         assert result.text
@@ -75,15 +75,15 @@ async def _until_speech_end(url, *messages):
     return answers
 
 
-def test_an_empty_audio_message_is_zero_samples(model_dir, one_thread):
+def test_an_empty_audio_message_is_zero_samples(u2pp_dir, one_thread):
     """Any whole number of samples per message, zero included: the stream's result is the
     same with empty messages between the audio (it was a failed message in numpy's
     words, "both buffer length (0) and count (-1) must not be 0")."""
-    pcm = read_pcm16(str(model_dir / "u2.wav"))
+    pcm = read_pcm16(str(u2pp_dir / "u2.wav"))
     start = json.dumps({"signal": "start", "nbest": 1})
     end = json.dumps({"signal": "end"})
     half = len(pcm) // 4 * 2
-    with _server(model_dir) as srv:
+    with _server(u2pp_dir) as srv:
         plain = asyncio.run(_until_speech_end(srv.url, start, pcm, end))
         padded = asyncio.run(_until_speech_end(srv.url, start, b"", pcm[:half], b"",
                                                pcm[half:], b"", end))

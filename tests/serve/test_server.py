@@ -1,8 +1,10 @@
-"""The WebSocket server end to end on a tiny streaming model: results equal the
-StreamingRecognizer's (itself equal to recognize.py --simulate_streaming,
-test_streaming.py), interleaved clients equal each alone, every bad client gets its
-documented answer and the server then still serves a correct stream, nothing of a
-session survives it."""
+"""The WebSocket server end to end on each served kind of tiny streaming model (U2++,
+causal Zipformer, transducer; the limits, the page and the tools on the U2++ only):
+results equal the StreamingRecognizer's (itself equal to recognize.py
+--simulate_streaming, test_streaming.py), interleaved clients equal each alone, every
+bad client gets its documented answer and the server then still serves a correct
+stream, nothing of a session survives it, continuous decoding cuts sentences at
+silence."""
 import asyncio
 import gc
 import json
@@ -19,13 +21,14 @@ import soundfile as sf
 import torch
 from websockets.asyncio.client import connect
 
-from tests.serve.conftest import CHUNK
+from tests.serve.conftest import CHUNK, kind_of
 from tests.serve.server_thread import ServerThread
 from tests.serve.test_streaming import stream_text
 from wenet.dataset.audio import load_audio, resample, to_mono
 from wenet.decode.context_graph import ContextGraph
 from wenet.decode.stream_state import EndpointRules
 from wenet.decode.options import DecodeOptions
+from wenet.inference.stream_search import is_transducer_model
 from wenet.inference.streaming import StreamingRecognizer
 from wenet.serve.client import read_pcm16, stream_audio
 from wenet.serve.loading import load_streaming_model
@@ -51,6 +54,12 @@ def expected(model_dir, loaded):
         out[i] = (pcm, stream_text(loaded, pcm, OPTIONS, np.random.default_rng(i))[0])
     assert all(text for _, text in out.values())
     return out
+
+
+def _u2pp_only(model_dir):
+    """Tests of the server itself (limits, page, tools) run on the U2++ model only."""
+    if kind_of(model_dir) != "u2pp":
+        pytest.skip("a test of the server, not of the model: run on the U2++ model")
 
 
 def _serve(loaded, **changes):
@@ -146,7 +155,8 @@ def test_bad_clients_get_their_answer_and_the_server_goes_on(loaded, expected, o
     assert _session_objects() == []
 
 
-def test_limits(loaded, expected, one_thread):
+def test_limits(model_dir, loaded, expected, one_thread):
+    _u2pp_only(model_dir)
     pcm, text = expected[1]
     with _serve(loaded, max_session_s=1.0) as srv:
         res = asyncio.run(stream_audio(srv.url, pcm))
@@ -212,6 +222,9 @@ def test_minutes_of_silence(loaded, expected, one_thread):
     assert _session_objects() == []
 
 
+MARK = 1e4  # SilenceAwareTransducer: the first value of a silent frame's encoder output
+
+
 class SilenceAwareModel:
     """The random model, but its CTC says blank (p = 1) on output frames whose input
     frames are all digital silence (fbank log(eps) everywhere), as a trained model
@@ -224,13 +237,16 @@ class SilenceAwareModel:
     def __getattr__(self, name):
         return getattr(self.model, name)
 
+    def _silent_frames(self, xs, num_frames):
+        sub, context = self.model.subsampling_rate(), self.model.right_context() + 1
+        quiet = xs[0].max(dim=1).values < -15.0
+        return torch.tensor([bool(quiet[j * sub:j * sub + context].all())
+                             for j in range(num_frames)])
+
     def forward_encoder_chunk(self, xs, offset, required_cache_size, att_cache, cnn_cache):
         ys, att_cache, cnn_cache = self.model.forward_encoder_chunk(
             xs, offset, required_cache_size, att_cache, cnn_cache)
-        sub, context = self.model.subsampling_rate(), self.model.right_context() + 1
-        quiet = xs[0].max(dim=1).values < -15.0
-        self.local.silent = torch.tensor([bool(quiet[j * sub:j * sub + context].all())
-                                          for j in range(ys.size(1))])
+        self.local.silent = self._silent_frames(xs, ys.size(1))
         return ys, att_cache, cnn_cache
 
     def ctc_activation(self, ys):
@@ -241,17 +257,44 @@ class SilenceAwareModel:
         return logprobs
 
 
+class SilenceAwareTransducer(SilenceAwareModel):
+    """The same for a transducer: its joint says blank on silent frames. The encoder
+    output of a silent frame is marked (its first value MARK), its projection made NaN,
+    and the joint answers blank wherever its encoder input is NaN (in the search and in
+    the lattice of the word times alike)."""
+
+    def forward_encoder_chunk(self, xs, offset, required_cache_size, att_cache, cnn_cache):
+        ys, att_cache, cnn_cache = self.model.forward_encoder_chunk(
+            xs, offset, required_cache_size, att_cache, cnn_cache)
+        ys = ys.clone()
+        ys[0, self._silent_frames(xs, ys.size(1)), 0] = MARK
+        return ys, att_cache, cnn_cache
+
+    def project_encoder(self, encoder_out):
+        proj = self.model.project_encoder(encoder_out)
+        return proj.masked_fill((encoder_out[..., 0] == MARK).unsqueeze(-1), float("nan"))
+
+    def forward_joint_step(self, enc_proj, pred_proj):
+        logits = self.model.forward_joint_step(enc_proj, pred_proj)
+        blank = torch.full_like(logits[0], -1e4)
+        blank[self.model.blank_symbol()] = 0.0
+        return torch.where(enc_proj.isnan().any(-1, keepdim=True), blank, logits)
+
+
 def test_continuous_sentences(model_dir, loaded, one_thread):
     """Two utterances, 2 s of silence after each: two final results (the silence after
     speech ends each sentence), the second's words after the first's audio and silence;
     a stream of silence alone gives no sentence at all (leading silence dropped)."""
-    quiet = SimpleNamespace(**{**vars(loaded), "model": SilenceAwareModel(loaded.model)})
+    aware = SilenceAwareTransducer if is_transducer_model(loaded.model) else SilenceAwareModel
+    quiet = SimpleNamespace(**{**vars(loaded), "model": aware(loaded.model)})
     a, b = (read_pcm16(str(model_dir / f"u{i}.wav")) for i in (0, 1))
     gap = b"\x00\x00" * (16000 * 2)
     with ServerThread(RecognitionServer(quiet, OPTIONS, CONFIG)) as srv:
         res = asyncio.run(stream_audio(srv.url, a + gap + b + gap,
                                        start={"continuous_decoding": True}))
-        alone = asyncio.run(stream_audio(srv.url, a)).text
+        # a, then silence, as one sentence (the end of a is then encoded as in the
+        # continuous stream, not as the end of a stream)
+        alone = asyncio.run(stream_audio(srv.url, a + gap)).text
         nothing = asyncio.run(stream_audio(srv.url, gap * 6, start={"continuous_decoding": True}))
     finals = [m["nbest"][0] for m in res.messages if m["type"] == "final_result"]
     assert len(finals) == 3 and finals[2]["sentence"] == ""  # the last: the end signal's
@@ -261,7 +304,8 @@ def test_continuous_sentences(model_dir, loaded, one_thread):
     assert nothing.text == ""
 
 
-def test_health_and_page(loaded):
+def test_health_and_page(model_dir, loaded):
+    _u2pp_only(model_dir)
     with _serve(loaded) as srv:
         base = f"http://127.0.0.1:{srv.port}"
         health = json.loads(urllib.request.urlopen(base + "/healthz").read())
@@ -274,15 +318,16 @@ def test_health_and_page(loaded):
         assert e.value.code == 404
 
 
-def test_serve_cli_refuses_a_non_streaming_model(tmp_path, capsys):
+def test_serve_cli_refuses_a_non_streaming_model(model_dir, tmp_path, capsys):
     from tests.serve.conftest import write_model_dir
     from wenet.bin.serve import main
-    d = write_model_dir(tmp_path / "full", streaming=False)
+    d = write_model_dir(tmp_path / "full", streaming=False, kind=kind_of(model_dir))
     assert main(["--model_dir", str(d), "--port", "0"]) == 1
     assert "not a streaming model" in capsys.readouterr().err
 
 
 def test_client_audio_is_16k_mono_pcm(model_dir, tmp_path):
+    _u2pp_only(model_dir)
     """16-bit 16 kHz mono comes through sample for sample; other audio is mixed down and
     resampled as training's pipeline does (same samples as wenet.dataset.audio)."""
     pcm, _ = sf.read(model_dir / "u0.wav", dtype="int16")
@@ -296,6 +341,7 @@ def test_client_audio_is_16k_mono_pcm(model_dir, tmp_path):
 
 def test_ws_client_tool(model_dir, loaded, expected, one_thread):
     """tools/ws_client.py prints ``file text`` per final result, the server's text."""
+    _u2pp_only(model_dir)
     import os
     import subprocess
     import sys

@@ -1,21 +1,30 @@
 """Streaming recognition equals its whole-utterance references: incremental fbank vs
 compute_fbank, carried CTC prefix beam vs ctc_prefix_beam_search, and the final text vs
-recognize.py --simulate_streaming (checkpoint and final.zip)."""
+recognize.py --simulate_streaming (checkpoint and final.zip), for every served kind of
+model (U2++, causal Zipformer: attention_rescoring, with hotwords or an n-gram LM;
+transducer: rnnt_beam_search with hotwords, rnnt_greedy_search)."""
 import numpy as np
 import pytest
 import soundfile as sf
 import torch
 
-from tests.serve.conftest import CHUNK, synth_audio
+from tests.serve.conftest import CHUNK, SERVED, kind_of, synth_audio, write_model_dir
 from wenet.bin.recognize import main as recognize_main
 from wenet.dataset.fbank import FeatureConf, compute_fbank
 from wenet.decode.options import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
 from wenet.decode.ctc import ctc_prefix_beam_search
+from wenet.decode.ctc_lm import LMFusion
 from wenet.decode.stream_state import CtcPrefixBeamState
 from wenet.inference.features import IncrementalFbank
-from wenet.inference.streaming import StreamingRecognizer
+from wenet.inference.loader import load_model_dir
+from wenet.inference.streaming import StreamingRecognizer, is_streaming_model
+from wenet.lm.ngram import train_kneser_ney
 from wenet.serve.loading import NotServableError, load_streaming_model
+
+# recognize.py's mode that a stream of each kind equals
+MODE = {"u2pp": "attention_rescoring", "zipformer": "attention_rescoring",
+        "transducer": "rnnt_beam_search"}
 
 
 def _pieces(n: int, rng: np.random.Generator, largest: int):
@@ -74,26 +83,45 @@ def test_carried_prefix_beam_equals_whole(skip, hotwords):
     assert state.nbest() == ref
 
 
-def _recognize(d, out, checkpoint, chunk, left, *extra):
+def _recognize(d, out, checkpoint, chunk, left, *extra, mode=None):
     recognize_main(["--config", str(d / "train.yaml"), "--test_data", str(d / "data.list"),
                     "--checkpoint", str(checkpoint), "--dict", str(d / "units.txt"),
-                    "--mode", "attention_rescoring", "--batch_size", "1", "--beam_size", "5",
-                    "--ctc_weight", "0.5", "--reverse_weight", "0.3", "--simulate_streaming",
-                    "--decoding_chunk_size", str(chunk), "--num_decoding_left_chunks",
-                    str(left), "--result_file", str(out), *extra])
+                    "--mode", mode or MODE[kind_of(d)], "--batch_size", "1", "--beam_size",
+                    "5", "--ctc_weight", "0.5", "--reverse_weight", "0.3",
+                    "--simulate_streaming", "--decoding_chunk_size", str(chunk),
+                    "--num_decoding_left_chunks", str(left), "--result_file", str(out),
+                    *extra])
     return dict((line.split(" ", 1) + [""])[:2] for line in out.read_text().splitlines())
 
 
 def stream_text(loaded, pcm: bytes, options, rng, largest=3000, continuous=False,
-                context_graph=None):
+                context_graph=None, transducer_search="beam"):
     rec = StreamingRecognizer(loaded.model, loaded.tokenizer, loaded.feature_conf, options,
-                              continuous=continuous, context_graph=context_graph)
+                              continuous=continuous, context_graph=context_graph,
+                              transducer_search=transducer_search)
     events = []
     for a, b in _pieces(len(pcm) // 2, rng, largest):
         events += rec.accept_pcm(pcm[2 * a:2 * b])
     events += rec.finish()
     finals = [e for e in events if e["type"] == "final_result"]
     return " ".join(f["nbest"][0]["sentence"] for f in finals).strip(), events
+
+
+def _check_streams(model_dir, loaded, ref, options, seed, **kwargs):
+    """Each test utterance streamed in random pieces gives recognize.py's text ``ref``,
+    and its words (with times inside the audio) spell it."""
+    rng = np.random.default_rng(seed)
+    nonempty = 0
+    for key, ref_text in ref.items():
+        pcm, _ = sf.read(model_dir / f"{key}.wav", dtype="int16")
+        text, events = stream_text(loaded, pcm.tobytes(), options, rng, **kwargs)
+        assert text == ref_text, key
+        assert events[-1] == {"type": "speech_end"}
+        nonempty += bool(text)
+        words = events[-2]["nbest"][0]["words"]
+        assert " ".join(w["word"] for w in words) == text
+        assert all(0 <= w["start"] < w["end"] <= len(pcm) / 16000 + 0.1 for w in words)
+    assert nonempty == len(ref)
 
 
 @pytest.mark.parametrize("kind,left", [("checkpoint", -1), ("final.zip", -1),
@@ -105,25 +133,25 @@ def test_stream_equals_simulate_streaming(model_dir, tmp_path, one_thread, kind,
     assert loaded.scripted == (kind == "final.zip")
     options = DecodeOptions(chunk_size=CHUNK, num_left_chunks=left, beam_size=5,
                             ctc_weight=0.5, reverse_weight=0.3)
-    rng = np.random.default_rng(1)
-    nonempty = 0
-    for key, ref_text in ref.items():
-        pcm, _ = sf.read(model_dir / f"{key}.wav", dtype="int16")
-        text, events = stream_text(loaded, pcm.tobytes(), options, rng)
-        assert text == ref_text, key
-        assert events[-1] == {"type": "speech_end"}
-        nonempty += bool(text)
-        words = events[-2]["nbest"][0]["words"]
-        assert " ".join(w["word"] for w in words) == text
-        assert all(0 <= w["start"] < w["end"] <= len(pcm) / 16000 + 0.1 for w in words)
-    assert nonempty == len(ref)
+    _check_streams(model_dir, loaded, ref, options, 1)
+
+
+def test_transducer_greedy_stream_equals_simulate_streaming(model_dir, tmp_path, one_thread):
+    if kind_of(model_dir) != "transducer":
+        pytest.skip("greedy search of a transducer")
+    ref = _recognize(model_dir, tmp_path / "text", model_dir / "model.pt", CHUNK, -1,
+                     mode="rnnt_greedy_search")
+    loaded = load_streaming_model(str(model_dir))  # final.zip
+    _check_streams(model_dir, loaded, ref, DecodeOptions(chunk_size=CHUNK), 4,
+                   transducer_search="greedy")
 
 
 def test_stream_with_hotwords_equals_simulate_streaming(model_dir, tmp_path, one_thread):
     """With a context list, as recognize.py --context_list_path (same graph, same score);
     the phrases are pieces of the unbiased results, so the bias changes something."""
     plain = _recognize(model_dir, tmp_path / "plain", model_dir / "model.pt", CHUNK, -1)
-    words = sorted({w[:2] for text in plain.values() for w in text.split() if len(w) >= 2})
+    words = sorted({w[i:i + 2] for text in plain.values() for w in text.split()
+                    for i in (0, 3) if len(w) >= i + 2 and "<" not in w[i:i + 2]})
     (tmp_path / "hot.txt").write_text("\n".join(words[:3]) + "\n")
     ref = _recognize(model_dir, tmp_path / "text", model_dir / "model.pt", CHUNK, -1,
                      "--context_list_path", str(tmp_path / "hot.txt"), "--context_score", "4")
@@ -132,18 +160,61 @@ def test_stream_with_hotwords_equals_simulate_streaming(model_dir, tmp_path, one
     graph = ContextGraph.from_file(str(tmp_path / "hot.txt"), loaded.tokenizer, 4.0)
     options = DecodeOptions(chunk_size=CHUNK, beam_size=5, ctc_weight=0.5,
                             reverse_weight=0.3)
-    rng = np.random.default_rng(2)
-    for key, ref_text in ref.items():
-        pcm, _ = sf.read(model_dir / f"{key}.wav", dtype="int16")
-        assert stream_text(loaded, pcm.tobytes(), options, rng, context_graph=graph)[0] \
-            == ref_text, key
+    _check_streams(model_dir, loaded, ref, options, 2, context_graph=graph)
 
 
-def test_non_streaming_model_is_refused(tmp_path):
-    from tests.serve.conftest import write_model_dir
-    d = write_model_dir(tmp_path / "full", streaming=False)
-    with pytest.raises(NotServableError, match="not a streaming model"):
-        load_streaming_model(str(d))
+def test_stream_with_lm_equals_simulate_streaming(model_dir, tmp_path, one_thread):
+    """With a word n-gram LM (CTC models), as recognize.py --lm_path with the same weights.
+    The LM knows only shortened words of the plain results (each without its last or
+    first letter), and only its words can be recognised: so it changes the results."""
+    if kind_of(model_dir) == "transducer":
+        pytest.skip("the LM is fused into CTC searches")
+    plain = _recognize(model_dir, tmp_path / "plain", model_dir / "model.pt", CHUNK, -1)
+    words = [w for text in plain.values() for w in text.split()]
+    vocab = sorted({v for w in words if len(w) > 1 for v in (w[:-1], w[1:])})
+    sentences = [vocab[i:] + vocab[:i] for i in range(len(vocab))]
+    train_kneser_ney(sentences, order=2).write_arpa(str(tmp_path / "lm.arpa"))
+    # results with <unk> cannot be spelled from the LM's words: then an open vocabulary
+    # (unknown words scored as <unk>), weighted to change them still
+    restrict = not any("<" in w for w in words)
+    weight, bonus = (0.8, 0.5) if restrict else (2.0, 2.0)
+    lm_flags = ["--lm_path", str(tmp_path / "lm.arpa"), "--lm_weight", str(weight),
+                "--word_bonus", str(bonus)] + ([] if restrict else ["--lm_open_vocab"])
+    ref = _recognize(model_dir, tmp_path / "text", model_dir / "model.pt", CHUNK, -1,
+                     *lm_flags)
+    assert ref != plain
+    loaded = load_streaming_model(str(model_dir))  # final.zip
+    fusion = LMFusion.from_arpa(str(tmp_path / "lm.arpa"), loaded.tokenizer.symbol_table,
+                                weight, bonus, restrict_vocab=restrict)
+    options = DecodeOptions(chunk_size=CHUNK, beam_size=5, ctc_weight=0.5,
+                            reverse_weight=0.3, lm_fusion=fusion)
+    _check_streams(model_dir, loaded, ref, options, 3)
+
+
+@pytest.mark.parametrize("kind", SERVED)
+def test_non_streaming_model_is_refused(tmp_path, kind):
+    """The model says whether it streams: final.zip's exported is_streaming() and the
+    checkpoint's alike; a non-streaming one is refused."""
+    d = write_model_dir(tmp_path / "full", streaming=False, kind=kind)
+    for checkpoint in (None, str(d / "model.pt")):
+        assert load_model_dir(str(d), checkpoint=checkpoint).model.is_streaming() is False
+        with pytest.raises(NotServableError, match="not a streaming model"):
+            load_streaming_model(str(d), checkpoint)
+    d = write_model_dir(tmp_path / "streaming", kind=kind)
+    loaded = load_model_dir(str(d))
+    assert loaded.scripted and loaded.model.script.is_streaming() is True
+
+
+def test_an_export_without_is_streaming_goes_by_train_yaml():
+    """A final.zip exported before is_streaming() was: train.yaml's keys decide."""
+    class OldExport:
+        pass
+    assert is_streaming_model(OldExport(), {"encoder": "zipformer",
+                                            "encoder_conf": {"causal": True}})
+    assert not is_streaming_model(OldExport(), {"encoder": "zipformer", "encoder_conf": {}})
+    assert is_streaming_model(OldExport(), {"encoder_conf": {"static_chunk_size": 8}})
+    assert is_streaming_model(OldExport(), {"encoder_conf": {"use_dynamic_chunk": True}})
+    assert not is_streaming_model(OldExport(), {"encoder_conf": {"causal": True}})
 
 
 def test_endpoint_rules():

@@ -4,9 +4,13 @@
 
 ``--model_dir`` holds ``train.yaml``, ``units.txt`` (and the BPE model) and the
 exported ``final.zip``, or give ``--checkpoint`` to load weights into train.yaml's
-model instead. Only streaming models are served (encoders trained with
-``use_dynamic_chunk`` or ``static_chunk_size``); any other model is refused at
-start-up with the reason. Protocol: wenet/serve/protocol.py; README "Serve a model".
+model instead. Only streaming models are served, as the model says (its encoder's
+``is_streaming()``: U2/U2++ encoders trained with ``use_dynamic_chunk`` or
+``static_chunk_size``, causal Zipformers); any other model is refused at start-up with
+the reason. CTC + attention models decode with the CTC prefix beam search (hotwords from
+the start message, or a word n-gram LM with ``--lm_path``) and attention rescoring;
+transducers with modified beam search (hotwords) or ``--transducer_search greedy``.
+Protocol: wenet/serve/protocol.py; README "Serve a model".
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import torch
 
 from wenet.decode.stream_state import EndpointRules
 from wenet.decode.options import STREAM, add_search_options, search_options
+from wenet.inference.stream_search import TRANSDUCER_SEARCHES, is_transducer_model
 from wenet.serve.loading import NotServableError, load_streaming_model
 from wenet.serve.server import RecognitionServer, ServerConfig
 
@@ -36,6 +41,9 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=10086, help="0: any free port")
     p.add_argument("--max_clients", type=int, default=16)
     add_search_options(p, STREAM, stream=True)  # a start message may ask for another chunk
+    p.add_argument("--transducer_search", choices=TRANSDUCER_SEARCHES, default="beam",
+                   help="transducer models: modified beam search (takes hotwords) or "
+                        "greedy search")
     p.add_argument("--endpoint_blank_prob", type=float, default=0.8,
                    help="a frame with p(blank) above this is silence")
     p.add_argument("--endpoint_silence_ms", type=float, default=1000.0,
@@ -58,11 +66,14 @@ def get_parser() -> argparse.ArgumentParser:
 
 def build_server(args: argparse.Namespace) -> RecognitionServer:
     """The server the arguments describe (the model loaded and checked)."""
-    options = search_options(args)
-    if options.chunk_size <= 0:
+    if args.decoding_chunk_size <= 0:
         raise ValueError(f"a stream is encoded chunk by chunk: --chunk_size must be > 0, "
-                         f"got {options.chunk_size}")
+                         f"got {args.decoding_chunk_size}")
     loaded = load_streaming_model(args.model_dir, args.checkpoint)
+    options = search_options(args, loaded.tokenizer)  # reads --lm_path with the units
+    if options.lm_fusion is not None and is_transducer_model(loaded.model):
+        raise ValueError("--lm_path: an n-gram LM is fused into CTC searches only; this "
+                         "model is a transducer")
     rules = EndpointRules(blank_prob=args.endpoint_blank_prob,
                           max_leading_silence_ms=args.endpoint_leading_silence_ms,
                           trailing_silence_ms=args.endpoint_silence_ms,
@@ -73,7 +84,8 @@ def build_server(args: argparse.Namespace) -> RecognitionServer:
                           num_workers=args.num_workers, max_message_bytes=args.max_message_bytes,
                           max_session_s=args.max_session_s, idle_timeout_s=args.idle_timeout_s,
                           max_chunk_size=max(64, options.chunk_size))
-    return RecognitionServer(loaded, options, config, hotword_score=args.context_score)
+    return RecognitionServer(loaded, options, config, hotword_score=args.context_score,
+                             transducer_search=args.transducer_search)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

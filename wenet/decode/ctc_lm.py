@@ -156,10 +156,9 @@ def ctc_lm_prefix_beam_search(ctc_logprobs: "torch.Tensor", lengths: "torch.Tens
     out: List[NBest] = []
     for b in range(lp_all.size(0)):
         T = int(lengths[b])
-        out.append(_search_one(lp_all[b, :T].tolist(), topk_lp[b, :T].tolist(),
-                               topk_ids[b, :T].tolist(), beam_size, fusion, blank_id,
-                               None if blank_skip_threshold is None
-                               else math.log(blank_skip_threshold)))
+        state = CtcLmPrefixBeamState(beam_size, fusion, blank_id, blank_skip_threshold)
+        state.feed(lp_all[b, :T].tolist(), topk_lp[b, :T].tolist(), topk_ids[b, :T].tolist())
+        out.append(state.nbest())
     return out
 
 
@@ -170,57 +169,97 @@ def ctc_lm_search_utterance(lp: List[List[float]], topk_lp: List[List[float]],
     """The n-best of one utterance from plain lists: its frames' log-probabilities
     ``lp`` [T][V] and their top units ``topk_ids`` (``topk_lp``) [T][K], best first, as
     ``ctc_lm_prefix_beam_search`` computes them; no torch (``wenet.runtime`` uses it)."""
-    return _search_one(lp, topk_lp, topk_ids, beam_size, fusion, blank_id,
-                       None if blank_skip_threshold is None else math.log(blank_skip_threshold))
+    state = CtcLmPrefixBeamState(beam_size, fusion, blank_id, blank_skip_threshold)
+    state.feed(lp, topk_lp, topk_ids)
+    return state.nbest()
 
 
-def _search_one(lp: List[List[float]], topk_lp: List[List[float]], topk_ids: List[List[int]],
-                beam_size: int, fusion: LMFusion, blank_id: int,
-                skip_log: Optional[float]) -> NBest:
-    infos: Dict[Hyp, Optional[_LMInfo]] = {(): fusion.root()}
+class CtcLmPrefixBeamState:
+    """The LM-fused prefix beam search of one utterance whose log-probabilities arrive in
+    pieces (a stream): the beam and the prefixes' LM states are kept between calls, so
+    ``nbest()`` after all frames equals ``ctc_lm_prefix_beam_search``'s n-best, which runs
+    this same loop over the whole utterance."""
 
-    def info_of(prefix: Hyp) -> Optional[_LMInfo]:
-        if prefix not in infos:
-            parent = infos[prefix[:-1]]
-            infos[prefix] = None if parent is None else fusion.extend(parent, prefix[-1])
-        return infos[prefix]
+    def __init__(self, beam_size: int, fusion: LMFusion, blank_id: int = 0,
+                 blank_skip_threshold: Optional[float] = 0.999) -> None:
+        self.beam_size = beam_size
+        self.fusion = fusion
+        self.blank_id = blank_id
+        self.skip_log = None if blank_skip_threshold is None else math.log(blank_skip_threshold)
+        self.infos: Dict[Hyp, Optional[_LMInfo]] = {(): fusion.root()}
+        self.beam: Dict[Hyp, List[float]] = {(): [0.0, NEG_INF]}  # prefix -> [pb, pnb]
+        self.frames = 0
 
-    beam: Dict[Hyp, List[float]] = {(): [0.0, NEG_INF]}  # prefix -> [pb, pnb]
-    for t, frame in enumerate(lp):
-        lp_blank = frame[blank_id]
-        if skip_log is not None and lp_blank > skip_log:
-            beam = {p: [_logadd(pb, pnb) + lp_blank, NEG_INF] for p, (pb, pnb) in beam.items()}
-            continue
-        nxt: Dict[Hyp, List[float]] = {}
+    def advance(self, logprobs: torch.Tensor) -> None:
+        """Feed CTC log-probabilities (T, V) of the next frames."""
+        lp = logprobs.detach().double().cpu()
+        topk_lp, topk_ids = lp.topk(min(self.beam_size, lp.size(-1)), dim=-1)
+        self.feed(lp.tolist(), topk_lp.tolist(), topk_ids.tolist())
 
-        def add(prefix: Hyp, pb: float, pnb: float) -> None:
-            cur = nxt.get(prefix)
-            if cur is None:
-                nxt[prefix] = [pb, pnb]
-            else:
-                cur[0], cur[1] = _logadd(cur[0], pb), _logadd(cur[1], pnb)
+    def _info(self, prefix: Hyp) -> Optional[_LMInfo]:
+        if prefix not in self.infos:
+            parent = self.infos[prefix[:-1]]
+            self.infos[prefix] = None if parent is None else self.fusion.extend(parent,
+                                                                                prefix[-1])
+        return self.infos[prefix]
 
-        for prefix, (pb, pnb) in beam.items():
-            total = _logadd(pb, pnb)
-            last = prefix[-1] if prefix else None
-            for u, lu in zip(topk_ids[t], topk_lp[t]):
-                if u == blank_id:
-                    add(prefix, total + lu, NEG_INF)
-                    continue
-                if u == last:  # the last unit repeated: the prefix stays
-                    add(prefix, NEG_INF, pnb + lu)
-                new = prefix + (u,)
-                if info_of(new) is None:
-                    continue
-                add(new, NEG_INF, (pb if u == last else total) + lu)
-        if not nxt:  # every top unit was refused: the frame counts as blank, the beam lives on
-            nxt = {p: [_logadd(pb, pnb) + lp_blank, NEG_INF] for p, (pb, pnb) in beam.items()}
-        ranked = sorted(nxt.items(), key=lambda kv: -(_logadd(*kv[1]) + infos[kv[0]].score))
-        beam = dict(ranked[:beam_size])
-    nbest = []
-    for prefix, (pb, pnb) in beam.items():
-        score = _logadd(pb, pnb) + fusion.finish(infos[prefix])
-        if score > NEG_INF:
-            nbest.append((prefix, score))
-    nbest.sort(key=lambda x: -x[1])
-    return nbest
+    def feed(self, lp: List[List[float]], topk_lp: List[List[float]],
+             topk_ids: List[List[int]]) -> None:
+        """The frame loop on frames given as lists: all log-probabilities and the top-k."""
+        blank_id, beam = self.blank_id, self.beam
+        for t, frame in enumerate(lp):
+            lp_blank = frame[blank_id]
+            if self.skip_log is not None and lp_blank > self.skip_log:
+                beam = {p: [_logadd(pb, pnb) + lp_blank, NEG_INF]
+                        for p, (pb, pnb) in beam.items()}
+                continue
+            nxt: Dict[Hyp, List[float]] = {}
+
+            def add(prefix: Hyp, pb: float, pnb: float) -> None:
+                cur = nxt.get(prefix)
+                if cur is None:
+                    nxt[prefix] = [pb, pnb]
+                else:
+                    cur[0], cur[1] = _logadd(cur[0], pb), _logadd(cur[1], pnb)
+
+            for prefix, (pb, pnb) in beam.items():
+                total = _logadd(pb, pnb)
+                last = prefix[-1] if prefix else None
+                for u, lu in zip(topk_ids[t], topk_lp[t]):
+                    if u == blank_id:
+                        add(prefix, total + lu, NEG_INF)
+                        continue
+                    if u == last:  # the last unit repeated: the prefix stays
+                        add(prefix, NEG_INF, pnb + lu)
+                    new = prefix + (u,)
+                    if self._info(new) is None:
+                        continue
+                    add(new, NEG_INF, (pb if u == last else total) + lu)
+            if not nxt:  # every top unit was refused: the frame counts as blank, the beam lives on
+                nxt = {p: [_logadd(pb, pnb) + lp_blank, NEG_INF] for p, (pb, pnb) in beam.items()}
+            ranked = sorted(nxt.items(),
+                            key=lambda kv: -(_logadd(*kv[1]) + self.infos[kv[0]].score))
+            beam = dict(ranked[:self.beam_size])
+        self.beam = beam
+        self.frames += len(lp)
+
+    def nbest(self) -> NBest:
+        """The prefixes as finished hypotheses (last word and ``</s>`` scored), best first;
+        those whose last word the LM does not allow are left out."""
+        nbest = []
+        for prefix, (pb, pnb) in self.beam.items():
+            score = _logadd(pb, pnb) + self.fusion.finish(self.infos[prefix])
+            if score > NEG_INF:
+                nbest.append((prefix, score))
+        nbest.sort(key=lambda x: -x[1])
+        return nbest
+
+    def partial_nbest(self) -> NBest:
+        """The prefixes as the search ranks them now (the unfinished word not yet scored),
+        best first: what a stream shows before its end."""
+        return sorted(((p, _logadd(pb, pnb) + self.infos[p].score)
+                       for p, (pb, pnb) in self.beam.items()), key=lambda x: -x[1])
+
+    def best(self) -> List[int]:
+        ranked = self.partial_nbest()
+        return list(ranked[0][0]) if ranked else []

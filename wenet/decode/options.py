@@ -112,7 +112,7 @@ _FLAGS: Dict[str, _Flag] = {f.dest: f for f in [
         "blank_skip_threshold", "CTC prefix search treats frames with p(blank) above this "
         "as blank; <= 0 disables")),
     _Flag(("--max_sym_per_frame",), "max_sym_per_frame", _number(
-        "max_sym_per_frame", "rnnt_greedy_search: most labels emitted on one frame",
+        "max_sym_per_frame", "transducer greedy search: most labels emitted on one frame",
         _positive_int)),
     _Flag(("--decoding_chunk_size", "--chunk_size"), "chunk_size", _number(
         "chunk_size", "-1 full context; N > 0 chunks of N encoder output frames (streaming "
@@ -142,7 +142,8 @@ _FLAGS: Dict[str, _Flag] = {f.dest: f for f in [
 
 ENCODER = ("decoding_chunk_size", "num_decoding_left_chunks")
 STREAM = ENCODER + ("beam_size", "ctc_weight", "reverse_weight", "blank_skip_threshold",
-                    "context_score")
+                    "max_sym_per_frame", "context_score", "lm_path", "lm_weight",
+                    "word_bonus", "lm_open_vocab")
 BATCH = tuple(name for name in _FLAGS if name != "simulate_streaming")  # any batch size
 ALL = tuple(_FLAGS)
 _LM_FLAGS = ("lm_weight", "word_bonus", "lm_open_vocab")

@@ -7,7 +7,8 @@ Each piece computes exactly what its whole-utterance counterpart computes:
 * :class:`CtcPrefixBeamState` runs the frame loop of
   ``wenet.decode.ctc.ctc_prefix_beam_search`` on one utterance, keeping the beam
   between calls, so feeding the frames chunk by chunk gives the same n-best;
-* :class:`EndpointDetector` counts trailing CTC blank frames (WeNet's runtime rules).
+* :class:`EndpointDetector` counts trailing CTC blank frames (WeNet's runtime rules), or
+  takes a transducer's count of frames without a label.
 """
 from __future__ import annotations
 
@@ -74,6 +75,10 @@ class CtcPrefixBeamState:
         """The live prefixes with their log scores, best first."""
         return nbest_lists(self._beam, self._prefixes, self._tables)[0]
 
+    def partial_nbest(self) -> NBest:
+        """What a stream shows before its end: the n-best as it stands."""
+        return self.nbest()
+
     def best(self) -> List[int]:
         nbest = self.nbest()
         return list(nbest[0][0]) if nbest else []
@@ -118,6 +123,13 @@ class EndpointDetector:
         for s in silent:
             self.trailing_silence = self.trailing_silence + 1 if s else 0
         self.frames += len(silent)
+
+    def advance(self, frames: int, trailing_silence: int) -> None:
+        """Count ``frames`` more frames, the sentence now ending in ``trailing_silence``
+        silent ones (a search that knows its silence otherwise: a transducer's frames
+        since its best hypothesis' last label)."""
+        self.frames += frames
+        self.trailing_silence = trailing_silence
 
     def reached(self, decoded_something: bool, vad_silence_ms: float = 0.0) -> Optional[str]:
         """The rule that ends the sentence now, or None; ``vad_silence_ms``: the audio's

@@ -265,3 +265,122 @@ def _nbest(pool: _Pool, B: int, lens: List[int], beam: int, length_norm: bool,
         key = (lambda h: -h[1] / max(1, len(h[0]))) if length_norm else (lambda h: -h[1])
         out[u] = sorted(out[u], key=key)[:beam]
     return out
+
+
+class TransducerGreedyState:
+    """``rnnt_greedy_search`` of one utterance whose projected encoder frames arrive in
+    pieces: the predictor state, the labels, the score and a big blank's frames still to
+    skip are carried from piece to piece, so feeding all frames in any pieces finds what
+    the whole-utterance search finds. ``last_label_frame``: the frame of the latest label
+    (-1 before any), for endpointing."""
+
+    def __init__(self, model, max_sym_per_frame: int = 1) -> None:
+        if max_sym_per_frame < 1:
+            raise ValueError(f"max_sym_per_frame must be >= 1, got {max_sym_per_frame}")
+        self.model = model
+        self.max_sym_per_frame = max_sym_per_frame
+        self.blank = model.blank_symbol()
+        self.skip_of = dict(zip(model.big_blank_ids(), model.big_blank_durations()))
+        state = model.predictor_init_state(1)
+        device = state[0].device if state else torch.device("cpu")
+        self.pred, self.state = model.forward_predictor_step(
+            torch.full((1,), self.blank, dtype=torch.long, device=device), state)
+        self.hyp: List[int] = []
+        self.score = 0.0
+        self.frames = 0
+        self.last_label_frame = -1
+        self._skip = 0
+
+    @torch.no_grad()
+    def advance(self, enc_proj: torch.Tensor) -> None:
+        """Search the next frames: ``enc_proj`` (T, J) from ``model.project_encoder``."""
+        for t in range(enc_proj.size(0)):
+            if self._skip > 0:  # inside a big blank
+                self._skip -= 1
+                self.frames += 1
+                continue
+            for _ in range(self.max_sym_per_frame):
+                logits = self.model.forward_joint_step(enc_proj[t:t + 1], self.pred)
+                best_lp, best = torch.log_softmax(logits.float(), dim=-1).max(dim=-1)
+                self.score += float(best_lp.double())
+                token = int(best)
+                if token == self.blank:
+                    break
+                if token in self.skip_of:
+                    self._skip = self.skip_of[token] - 1
+                    break
+                self.hyp.append(token)
+                self.last_label_frame = self.frames
+                self.pred, self.state = self.model.forward_predictor_step(best, self.state)
+            self.frames += 1
+
+    def nbest(self) -> NBest:
+        """The one hypothesis with its score."""
+        return [(tuple(self.hyp), self.score)]
+
+
+class TransducerBeamState:
+    """``rnnt_beam_search`` (modified beam search) of one utterance whose projected encoder
+    frames arrive in pieces: the pool of hypotheses is carried from piece to piece, so the
+    n-best after :meth:`finish` equals the whole-utterance search's on the same frames.
+
+    A multi-blank model's big blank of d frames may only be taken where d frames are left,
+    which is known only d - 1 frames later: frame t is searched once frame t + D - 1 has
+    arrived (D the longest big blank; every frame at once for a standard transducer),
+    the rest at :meth:`finish`. ``label_frame[h]``: the frame on which hypothesis ``h``
+    first appeared (when its last label was taken), for endpointing and partial results.
+    """
+
+    def __init__(self, model, beam_size: int = 4, context_graph=None,
+                 length_norm: bool = False) -> None:
+        self.model = model
+        self.beam_size = beam_size
+        self.context_graph = context_graph
+        self.length_norm = length_norm
+        blank = model.blank_symbol()
+        state = model.predictor_init_state(1)
+        device = state[0].device if state else torch.device("cpu")
+        pred, state = model.forward_predictor_step(
+            torch.full((1,), blank, dtype=torch.long, device=device), state)
+        self.pool = _Pool([0], [()], [0], [0], [0.0], pred, state)
+        self.lookahead = max(model.big_blank_durations(), default=1)
+        self.enc_proj: Optional[torch.Tensor] = None   # (1, frames received, J)
+        self.searched = 0                              # frames searched
+        self.label_frame: Dict[Hyp, int] = {(): -1}
+
+    @property
+    def received(self) -> int:
+        return 0 if self.enc_proj is None else self.enc_proj.size(1)
+
+    @torch.no_grad()
+    def advance(self, enc_proj: torch.Tensor) -> None:
+        """Take the next frames ``enc_proj`` (T, J) and search those whose big blanks'
+        landing frames are known."""
+        chunk = enc_proj.unsqueeze(0)
+        self.enc_proj = chunk if self.enc_proj is None else torch.cat([self.enc_proj, chunk], 1)
+        self._search_until(self.received - self.lookahead + 1)
+
+    def _search_until(self, end: int) -> None:
+        lens = [self.received]
+        for t in range(self.searched, end):
+            active = [i for i, p in enumerate(self.pool.pos) if p == t < lens[0]]
+            if active:
+                self.pool = _step(self.model, self.pool, active, self.enc_proj, t, lens,
+                                  self.beam_size, self.context_graph, None)
+            for seq in self.pool.seq:
+                self.label_frame.setdefault(seq, t)
+            self.searched = t + 1
+
+    @torch.no_grad()
+    def finish(self) -> NBest:
+        """Search the frames left and return the n-best, best first (``rnnt_beam_search``'s)."""
+        self._search_until(self.received)
+        return _nbest(self.pool, 1, [self.received], self.beam_size, self.length_norm,
+                      self.context_graph)[0]
+
+    def partial_nbest(self) -> NBest:
+        """The live hypotheses so far (best alignment score of each), best first."""
+        best: Dict[Hyp, float] = {}
+        for seq, score in zip(self.pool.seq, self.pool.score):
+            best[seq] = max(score, best.get(seq, NEG_INF))
+        return sorted(best.items(), key=lambda h: -h[1])

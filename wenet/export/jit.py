@@ -3,7 +3,8 @@
 The scripted model keeps the methods a streaming runtime calls, marked
 ``@torch.jit.export`` on the model: ``forward_encoder_chunk``,
 ``ctc_activation``, ``forward_attention_decoder``, ``subsampling_rate``,
-``right_context``, ``sos_symbol``, ``eos_symbol``, ``is_bidirectional_decoder``.
+``right_context``, ``sos_symbol``, ``eos_symbol``, ``is_bidirectional_decoder``, and
+``is_streaming`` (whether the encoder was trained for chunks; the server asks it).
 """
 from __future__ import annotations
 

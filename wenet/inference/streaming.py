@@ -4,18 +4,24 @@
 length; fbank frames are computed as they become complete
 (:class:`~wenet.inference.features.IncrementalFbank`), the encoder runs one chunk of
 ``chunk_size`` output frames at a time with its attention and convolution caches
-(the model's ``forward_encoder_chunk``, present on the eager ``ASRModel`` and on the
-exported TorchScript module alike), and the CTC prefix beam search continues from
-chunk to chunk. At the end of a sentence the n-best is rescored by the attention
-decoder (``wenet.decode.attention.score_hyps``, the scores ``attention_rescoring``
-uses) and the winner gets word times from the CTC forced alignment of its tokens.
+(the model's ``forward_encoder_chunk``, present on the eager model and on the
+exported TorchScript module alike), and the search continues from chunk to chunk
+(``wenet.inference.stream_search``): for CTC + attention models (U2/U2++, Zipformer)
+the CTC prefix beam search (with hotwords, or with a word n-gram LM), and at the end of
+a sentence the n-best rescored by the attention decoder (the scores
+``attention_rescoring`` uses); for transducers greedy or modified beam search (with
+hotwords). The winner gets word times from a forced alignment of its tokens.
 
 The chunks are cut exactly as ``StreamingEncoder.forward_chunk_by_chunk`` cuts them
 (``recognize.py --simulate_streaming``), by the same ``ChunkWindow``: chunk ``k`` reads
 feature frames ``[k * stride, k * stride + window)``, and the last chunks at the end of
 the stream read what is left. So, without endpointing, the final result equals
-``recognize.py --mode attention_rescoring --simulate_streaming`` with the same
-``--decoding_chunk_size``, ``--num_decoding_left_chunks``, beam and weights.
+``recognize.py --simulate_streaming`` with the same ``--decoding_chunk_size``,
+``--num_decoding_left_chunks``, beam and weights, in mode ``attention_rescoring``
+(CTC models), ``rnnt_beam_search`` or ``rnnt_greedy_search`` (transducers).
+
+Only a model trained to run chunk by chunk is streamed (:func:`is_streaming_model`
+asks the model: its encoder's ``is_streaming()``, exported in ``final.zip``).
 
 Sentences: with ``continuous`` the :class:`~wenet.decode.stream_state.EndpointRules`
 cut the stream into sentences (a leading silence alone is dropped; with
@@ -24,8 +30,10 @@ cut the stream into sentences (a leading silence alone is dropped; with
 chunk just encoded and counted from the sentence's start at most, so the silence that
 ended one sentence does not end the next); each sentence is
 decoded from fresh caches, as WeNet's runtime does, and its word times count from the
-start of the stream. Without ``continuous`` the stream is one sentence, ended by
-:meth:`StreamingRecognizer.finish` or when it reaches ``max_sentence_ms``.
+start of the stream. Silence is CTC blank frames for CTC models, frames without a label
+of the best hypothesis for transducers. Without ``continuous`` the stream is one
+sentence, ended by :meth:`StreamingRecognizer.finish` or when it reaches
+``max_sentence_ms``.
 """
 from __future__ import annotations
 
@@ -37,22 +45,34 @@ import torch
 
 from wenet.dataset.fbank import FeatureConf
 from wenet.dataset.tokenizer import Tokenizer
-from wenet.alignment.align import AlignmentError, ctc_forced_align, token_spans
-from wenet.alignment.timing import model_geometry, time_tokens
-from wenet.decode.attention import score_hyps
+from wenet.alignment.align import AlignmentError
+from wenet.alignment.timing import model_geometry
 from wenet.decode.options import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
-from wenet.decode.hyps import NBest
-from wenet.decode.stream_state import CtcPrefixBeamState, EndpointDetector
+from wenet.decode.stream_state import EndpointDetector
 from wenet.inference.features import IncrementalFbank
+from wenet.inference.stream_search import (CtcStreamSearch, TransducerStreamSearch,
+                                           is_transducer_model)
 from wenet.inference.vad import StreamingVad
 from wenet.transformer.streaming_encoder import ChunkWindow
 
 
-def is_streaming_config(configs: Dict[str, Any]) -> bool:
-    """Whether a training config's encoder was trained to run chunk by chunk."""
-    conf = configs.get("encoder_conf") or {}
-    return bool(conf.get("use_dynamic_chunk")) or int(conf.get("static_chunk_size", 0)) > 0
+def is_streaming_model(model: Any, configs: Optional[Dict[str, Any]] = None) -> bool:
+    """Whether ``model`` (eager, or a ``ScriptedModel``) was trained to run chunk by chunk:
+    its ``is_streaming()`` (the encoder's: U2/U2++ chunk training, a causal Zipformer).
+    A ``final.zip`` exported before that method was: ``configs``' encoder_conf says
+    (``use_dynamic_chunk``, ``static_chunk_size``, ``causal`` for a Zipformer)."""
+    try:
+        method = model.is_streaming
+    except AttributeError:
+        logging.warning("the model does not say whether it streams (exported before "
+                        "is_streaming was); going by train.yaml: re-export it (stage 6)")
+        configs = configs or {}
+        conf = configs.get("encoder_conf") or {}
+        if configs.get("encoder") == "zipformer":
+            return bool(conf.get("causal"))
+        return bool(conf.get("use_dynamic_chunk")) or int(conf.get("static_chunk_size", 0)) > 0
+    return bool(method())
 
 
 class StreamingRecognizer:
@@ -60,18 +80,21 @@ class StreamingRecognizer:
 
     def __init__(self, model: Any, tokenizer: Tokenizer, feature_conf: FeatureConf,
                  options: DecodeOptions, nbest: int = 1, continuous: bool = False,
-                 context_graph: Optional[ContextGraph] = None) -> None:
+                 context_graph: Optional[ContextGraph] = None,
+                 transducer_search: str = "beam") -> None:
+        """``transducer_search``: "beam" or "greedy" for a transducer model (ignored for
+        CTC models); ``context_graph``: hotwords (default ``options.context_graph``)."""
         if options.chunk_size <= 0:
             raise ValueError(f"a stream is encoded chunk by chunk: chunk_size must be > 0, "
                              f"got {options.chunk_size}")
-        if options.lm_fusion is not None:
-            raise ValueError("an n-gram LM is not supported in streaming decoding")
         self.model = model
         self.tokenizer = tokenizer
         self.options = options
         self.nbest = max(1, min(nbest, options.beam_size))
         self.continuous = continuous
         self.context_graph = options.context_graph if context_graph is None else context_graph
+        self.transducer = is_transducer_model(model)
+        self.transducer_search = transducer_search
         self.fbank = IncrementalFbank(feature_conf)
         self.subsampling = int(model.subsampling_rate())
         self.chunks = ChunkWindow(self.subsampling, int(model.right_context()),
@@ -79,7 +102,7 @@ class StreamingRecognizer:
         self.frame_s = self.subsampling * feature_conf.frame_shift / 1000.0
         # word times: the frames' (offset-corrected, words >= 50 ms; wenet/alignment/timing.py)
         self.geometry = model_geometry(model, feature_conf.frame_shift, feature_conf.frame_length)
-        self.sos, self.eos = int(model.sos_symbol()), int(model.eos_symbol())
+        self.eos = int(model.eos_symbol())
         self.id_to_token = {i: t for t, i in tokenizer.symbol_table.items()}
         self.endpoint = EndpointDetector(options.endpoint, self.frame_s * 1000.0)
         # the vad_silence rule: the VAD reads the audio up to the end of each chunk
@@ -93,15 +116,17 @@ class StreamingRecognizer:
         self._feats = torch.zeros(0, feature_conf.num_mel_bins)  # from the next chunk on
         self._new_sentence()
 
+    def _new_search(self) -> Any:
+        if self.transducer:
+            return TransducerStreamSearch(self.model, self.options, self.context_graph,
+                                          self.transducer_search)
+        return CtcStreamSearch(self.model, self.options, self.context_graph)
+
     def _new_sentence(self) -> None:
         self._att_cache = torch.zeros(0, 0, 0, 0)
         self._cnn_cache = torch.zeros(0, 0, 0, 0)
         self._offset = 0
-        self._encoder_out: List[torch.Tensor] = []
-        self._ctc: List[torch.Tensor] = []
-        self._beam = CtcPrefixBeamState(self.options.beam_size,
-                                        blank_skip_threshold=self.options.blank_skip_threshold,
-                                        context_graph=self.context_graph)
+        self._search = self._new_search()
         self.endpoint.reset()
         self._last_partial: Optional[str] = None
         if getattr(self, "vad", None) is not None:
@@ -149,14 +174,12 @@ class StreamingRecognizer:
             xs.unsqueeze(0), self._offset, self.chunks.required_cache_size,
             self._att_cache, self._cnn_cache)
         self._offset += ys.size(1)
-        logprobs = self.model.ctc_activation(ys)[0]
-        self._encoder_out.append(ys)
-        self._ctc.append(logprobs)
-        self._beam.advance(logprobs)
-        self.endpoint.update(logprobs)
+        self._search.advance(ys)
+        self._search.update_endpoint(self.endpoint)
 
     def _after_chunk(self) -> List[Dict[str, Any]]:
-        best = self._beam.best()
+        partial = self._search.partial()
+        best = list(partial[0][0]) if partial else []
         vad_ms = 0.0
         if self.vad is not None:
             windows = min(self.vad.trailing_windows, self.vad.windows - self._vad_sentence_start)
@@ -171,7 +194,7 @@ class StreamingRecognizer:
             self._last_partial = text
             return [{"type": "partial_result",
                      "nbest": [{"sentence": self.tokenizer.decode(list(h), eos=self.eos)}
-                               for h, _ in self._beam.nbest()[:self.nbest]]}]
+                               for h, _ in partial[:self.nbest]]}]
         return []
 
     @torch.no_grad()
@@ -202,50 +225,25 @@ class StreamingRecognizer:
         return [result]
 
     def final_result(self) -> Dict[str, Any]:
-        """The current sentence rescored: ``final_result`` with its n-best, the best one
-        with word times (seconds from the start of the stream) and confidences."""
-        nbest = self._beam.nbest()
-        if not self._encoder_out or not nbest:
+        """The current sentence's result: ``final_result`` with its n-best (rescored, for
+        CTC models), the best one with word times (seconds from the start of the stream)
+        and confidences."""
+        ranked = self._search.final() if self._offset else []
+        if not ranked:
             return {"type": "final_result", "nbest": [{"sentence": "", "words": []}]}
-        encoder_out = torch.cat(self._encoder_out, dim=1)
-        ranked = rescore(self.model.decoder, encoder_out, nbest, self.sos, self.eos,
-                         self.options.ctc_weight, self.options.reverse_weight,
-                         self.context_graph)
-        out = [{"sentence": self.tokenizer.decode(hyp, eos=self.eos), "score": round(score, 4)}
-               for hyp, score in ranked[:self.nbest]]
-        out[0]["words"] = self._words(ranked[0][0])
+        out = [{"sentence": self.tokenizer.decode(list(hyp), eos=self.eos),
+                "score": round(score, 4)} for hyp, score in ranked[:self.nbest]]
+        out[0]["words"] = self._words(list(ranked[0][0]))
         return {"type": "final_result", "nbest": out}
 
     def _words(self, hyp: List[int]) -> List[Dict[str, Any]]:
-        logprobs = torch.cat(self._ctc, dim=0)
         try:
-            path = ctc_forced_align(logprobs, hyp)
+            timing = self._search.timing(hyp, [self.id_to_token[t] for t in hyp],
+                                         self.geometry, self._offset * self.frame_s)
         except AlignmentError as e:  # e.g. more tokens than frames: text without times
             logging.warning("no word times for a sentence: %s", e)
             return []
-        spans = token_spans(path, logprobs)
-        words = time_tokens(spans, [self.id_to_token[s.token] for s in spans], self.geometry,
-                            duration_s=logprobs.size(0) * self.frame_s).words
         base = self.sentence_start * self.frame_s
         return [{"word": w.word, "start": round(base + w.start_s, 3),
                  "end": round(base + w.end_s, 3), "confidence": round(w.confidence, 4)}
-                for w in words]
-
-
-def rescore(decoder: Any, encoder_out: torch.Tensor, nbest: NBest, sos: int, eos: int,
-            ctc_weight: float, reverse_weight: float,
-            context_graph: Optional[ContextGraph] = None) -> List[tuple]:
-    """All hypotheses of a CTC n-best with their attention-rescoring scores, best first
-    (the same sum as ``attention_rescoring``, hotword bonus included; ties keep the
-    n-best order, so the first is ``attention_rescoring``'s choice)."""
-    hyps = [tuple(h) for h, _ in nbest]
-    mask = torch.ones(1, 1, encoder_out.size(1), dtype=torch.bool)
-    owner = torch.zeros(len(hyps), dtype=torch.long)
-    l2r, r2l = score_hyps(decoder, encoder_out, mask, hyps, owner, sos, eos, reverse_weight)
-    total = l2r * (1.0 - reverse_weight) + r2l * reverse_weight
-    total = total + ctc_weight * torch.tensor([s for _, s in nbest])
-    if context_graph is not None:
-        total = total + torch.tensor([context_graph.score(h) for h in hyps])
-    total = total.tolist()
-    order = sorted(range(len(hyps)), key=lambda i: -total[i])
-    return [(list(hyps[i]), total[i]) for i in order]
+                for w in timing.words]

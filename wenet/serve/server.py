@@ -62,9 +62,10 @@ class RecognitionServer:
     """Serves ``loaded`` (model, tokenizer, feature_conf) with ``options`` per stream."""
 
     def __init__(self, loaded: Any, options: DecodeOptions, config: ServerConfig,
-                 hotword_score: float = 3.0) -> None:
+                 hotword_score: float = 3.0, transducer_search: str = "beam") -> None:
         self.loaded = loaded
         self.hotword_score = hotword_score
+        self.transducer_search = transducer_search  # "beam" or "greedy", transducers only
         self.options = options
         self.config = config
         self.clients = 0
@@ -176,7 +177,8 @@ class RecognitionServer:
         return StreamingRecognizer(self.loaded.model, self.loaded.tokenizer,
                                    self.loaded.feature_conf, options, nbest=start.nbest,
                                    continuous=start.continuous_decoding,
-                                   context_graph=self._context_graph(start))
+                                   context_graph=self._context_graph(start),
+                                   transducer_search=self.transducer_search)
 
     def _context_graph(self, start: StartRequest) -> Optional[ContextGraph]:
         """The start message's hotwords as a context graph (None without hotwords)."""

@@ -129,6 +129,13 @@ class ASRModel(torch.nn.Module):
         return self.eos
 
     @torch.jit.export
+    def is_streaming(self) -> bool:
+        """Whether the encoder was trained to run chunk by chunk (a U2/U2++ encoder with
+        ``static_chunk_size`` or ``use_dynamic_chunk``, a causal Zipformer), so that its
+        chunked output is what it learnt: what the streaming server asks."""
+        return self.encoder.is_streaming()
+
+    @torch.jit.export
     def forward_encoder_chunk(self, xs: torch.Tensor, offset: int, required_cache_size: int,
                               att_cache: torch.Tensor = torch.zeros(0, 0, 0, 0),
                               cnn_cache: torch.Tensor = torch.zeros(0, 0, 0, 0)

@@ -25,7 +25,7 @@ ort = pytest.importorskip("onnxruntime")
 def _readme_export_commands():
     """The export_onnx.py commands of the README's "Export to ONNX" section."""
     text = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
-    section = text.split("## Export to ONNX\n", 1)[1].split("\n## ", 1)[0]
+    section = text.split("## Export to ONNX\n", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
     (block,) = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
     commands = [c for c in block.replace("\\\n", " ").splitlines()
                 if c.startswith("python wenet/bin/export_onnx.py")]

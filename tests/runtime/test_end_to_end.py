@@ -183,9 +183,6 @@ def test_inputs_the_model_cannot_take_are_refused_by_name(exp, tmp_path, capsys,
     assert _runtime(capsys, exp["att"], scp, "attention_rescoring", "--keep_going")[0] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="encoder.onnx carries no min_input_frames (the "
-                   "exporter's metadata): the runtime falls back to right_context + 1 = 11 "
-                   "frames where a Zipformer needs 9; remove this mark once it is written")
 def test_zipformer_short_clips_are_decoded_as_recognize_decodes_them(exp, tmp_path, capsys):
     clips = tmp_path / "clips"
     clips.mkdir()

@@ -113,7 +113,7 @@ def test_serve_flags_reach_every_stream(monkeypatch):
 
 
 def test_serve_defaults_are_unchanged(monkeypatch):
-    monkeypatch.setattr(serve, "load_streaming_model", lambda *a: SimpleNamespace())
+    monkeypatch.setattr(serve, "load_streaming_model", lambda *a: SimpleNamespace(tokenizer=None))
     server = serve.build_server(serve.get_parser().parse_args(["--model_dir", "m"]))
     assert server.options == DecodeOptions(chunk_size=16, ctc_weight=0.5)
     server.executor.shutdown()

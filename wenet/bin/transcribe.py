@@ -42,7 +42,7 @@ import torch
 from tqdm import tqdm
 
 from wenet.dataset.audio import AUDIO_FORMATS
-from wenet.dataset.sources import scp_line
+from wenet.runtime.audio import audio_inputs
 from wenet.dataset.stats import EXIT_STATUS_HELP, InputFailure, exit_status
 from wenet.decode import MODES
 from wenet.inference.loader import load_model_dir
@@ -88,38 +88,6 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _is_audio(path: str) -> bool:
-    return os.path.splitext(path)[1].lower().lstrip(".") in AUDIO_FORMATS
-
-
-def audio_inputs(args: List[str], stdin: Any = None) -> List[Tuple[str, str]]:
-    """(key, wav.scp value) of every input: audio files (key: the name without extension),
-    directories (their audio files, sorted), list files and ``-`` (wav.scp lines or
-    paths, see ``sources.scp_line``). A duplicate key is an error naming it."""
-    items: List[Tuple[str, str]] = []
-    for arg in args:
-        if arg == "-":
-            lines = (stdin or sys.stdin).read().splitlines()
-        elif os.path.isdir(arg):
-            found = sorted(os.path.join(root, f) for root, _, files in os.walk(arg)
-                           for f in files if _is_audio(f))
-            lines = found
-        elif _is_audio(arg):
-            lines = [arg]
-        elif os.path.isfile(arg):
-            with open(arg, encoding="utf-8") as f:
-                lines = f.read().splitlines()
-        else:
-            raise FileNotFoundError(f"no such file or directory: {arg}")
-        items.extend(scp_line(line) for line in lines if line.strip())
-    seen = set()
-    for key, _ in items:
-        if key in seen:
-            raise ValueError(f"two inputs have the key '{key}' (use a wav.scp with unique keys)")
-        seen.add(key)
-    return items
-
-
 def _write_result(out: Any, result: Result, fmt: str) -> None:
     if fmt == "json":
         out.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
@@ -162,7 +130,7 @@ def transcribe(args: argparse.Namespace,
     """Transcribe the inputs of ``args`` and write the outputs; the results in input order.
     The inputs that gave no result are logged and added to ``failures``."""
     failures = [] if failures is None else failures
-    items = audio_inputs(args.audio)
+    items = audio_inputs(args.audio, suffixes=AUDIO_FORMATS)
     if not items:
         raise ValueError(f"no audio among the inputs: {' '.join(args.audio)}")
     if args.output == "-":

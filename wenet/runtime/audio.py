@@ -14,7 +14,7 @@ import logging
 import os
 import subprocess
 import sys
-from typing import IO, List, Optional, Sequence, Tuple
+from typing import IO, AbstractSet, List, Optional, Sequence, Tuple
 
 import numpy as np
 import soundfile as sf
@@ -40,11 +40,12 @@ def scp_entry(line: str) -> Tuple[str, str]:
     return key, spec.strip()
 
 
-def _is_audio(path: str) -> bool:
-    return os.path.splitext(path)[1].lower().lstrip(".") in AUDIO_SUFFIXES
+def _is_audio(path: str, suffixes: AbstractSet[str]) -> bool:
+    return os.path.splitext(path)[1].lower().lstrip(".") in suffixes
 
 
-def audio_inputs(args: Sequence[str], stdin: Optional[IO[str]] = None) -> List[Tuple[str, str]]:
+def audio_inputs(args: Sequence[str], stdin: Optional[IO[str]] = None,
+                 suffixes: AbstractSet[str] = AUDIO_SUFFIXES) -> List[Tuple[str, str]]:
     """(key, audio) of every input: audio files, directories (their audio files, sorted),
     wav.scp / list files and ``-`` (such a list on stdin). A duplicate key is an error."""
     items: List[Tuple[str, str]] = []
@@ -53,8 +54,8 @@ def audio_inputs(args: Sequence[str], stdin: Optional[IO[str]] = None) -> List[T
             lines = (stdin or sys.stdin).read().splitlines()
         elif os.path.isdir(arg):
             lines = sorted(os.path.join(root, f) for root, _, files in os.walk(arg)
-                           for f in files if _is_audio(f))
-        elif _is_audio(arg):
+                           for f in files if _is_audio(f, suffixes))
+        elif _is_audio(arg, suffixes):
             lines = [arg]
         elif os.path.isfile(arg):
             with open(arg, encoding="utf-8") as f:

@@ -15,7 +15,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 
-from wenet.decode.hyps import NEG_INF, Hyp, NBest
+from wenet.decode.hyps import NEG_INF, Hyp, NBest, finished_transducer_nbest
 
 
 class GreedyResult(NamedTuple):
@@ -164,7 +164,7 @@ def rnnt_beam_search(model, encoder_out: torch.Tensor, encoder_lens: torch.Tenso
         if active:
             pool = _step(model, pool, active, enc_proj, t, lens, beam_size, context_graph,
                          stats)
-    return _nbest(pool, B, lens, beam_size, length_norm, context_graph)
+    return finished_transducer_nbest(pool, B, lens, beam_size, length_norm, context_graph)
 
 
 def _step(model, pool: _Pool, active: List[int], enc_proj: torch.Tensor, t: int,
@@ -250,21 +250,6 @@ def _next_pool(model, pool: _Pool, nxt: _Candidates, frame: int, beam: int) -> _
     return _Pool([nxt.utt[j] for j in keep], [nxt.seq[j] for j in keep],
                  [nxt.pos[j] for j in keep], [nxt.ctx[j] for j in keep],
                  [nxt.score[j] for j in keep], pred, state)
-
-
-def _nbest(pool: _Pool, B: int, lens: List[int], beam: int, length_norm: bool,
-           graph) -> List[NBest]:
-    """Each utterance's finished hypotheses (final biasing bonus added), best first."""
-    out: List[NBest] = [[] for _ in range(B)]
-    for u, seq, pos, ctx, score in zip(pool.utt, pool.seq, pool.pos, pool.ctx, pool.score):
-        if pos == lens[u]:
-            if graph is not None:
-                score += graph.finalize(ctx)[0]
-            out[u].append((seq, score))
-    for u in range(B):
-        key = (lambda h: -h[1] / max(1, len(h[0]))) if length_norm else (lambda h: -h[1])
-        out[u] = sorted(out[u], key=key)[:beam]
-    return out
 
 
 class TransducerGreedyState:
@@ -375,8 +360,8 @@ class TransducerBeamState:
     def finish(self) -> NBest:
         """Search the frames left and return the n-best, best first (``rnnt_beam_search``'s)."""
         self._search_until(self.received)
-        return _nbest(self.pool, 1, [self.received], self.beam_size, self.length_norm,
-                      self.context_graph)[0]
+        return finished_transducer_nbest(self.pool, 1, [self.received], self.beam_size,
+                                         self.length_norm, self.context_graph)[0]
 
     def partial_nbest(self) -> NBest:
         """The live hypotheses so far (best alignment score of each), best first."""

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Protocol, Sequence, Tuple
 import numpy as np
 
 from wenet.decode.context_graph import ContextGraph
-from wenet.decode.hyps import NEG_INF, Hyp, NBest
+from wenet.decode.hyps import NEG_INF, Hyp, NBest, finished_transducer_nbest
 from wenet.runtime.ctc_search import top_k
 
 State = List[np.ndarray]
@@ -144,7 +144,7 @@ def rnnt_beam_search(net: TransducerNet, encoder_out: np.ndarray, lengths: Seque
         active = [i for i, (u, p) in enumerate(zip(pool.utt, pool.pos)) if p == t < lens[u]]
         if active:
             pool = _step(net, pool, active, enc_proj, t, lens, beam_size, context_graph)
-    return _nbest(pool, B, lens, beam_size, length_norm, context_graph)
+    return finished_transducer_nbest(pool, B, lens, beam_size, length_norm, context_graph)
 
 
 def _step(net: TransducerNet, pool: _Pool, active: List[int], enc_proj: np.ndarray, t: int,
@@ -220,18 +220,3 @@ def _next_pool(net: TransducerNet, pool: _Pool, nxt: _Candidates, frame: int,
     columns = list(zip(*keep)) if keep else [[]] * 5
     return _Pool(list(columns[0]), list(columns[1]), list(columns[2]), list(columns[3]),
                  list(columns[4]), pred, state)
-
-
-def _nbest(pool: _Pool, B: int, lens: List[int], beam: int, length_norm: bool,
-           graph: Optional[ContextGraph]) -> List[NBest]:
-    """Each utterance's finished hypotheses (final hotword bonus added), best first."""
-    out: List[NBest] = [[] for _ in range(B)]
-    for u, seq, pos, ctx, score in zip(pool.utt, pool.seq, pool.pos, pool.ctx, pool.score):
-        if pos == lens[u]:
-            if graph is not None:
-                score += graph.finalize(ctx)[0]
-            out[u].append((seq, score))
-    for u in range(B):
-        key = (lambda h: -h[1] / max(1, len(h[0]))) if length_norm else (lambda h: -h[1])
-        out[u] = sorted(out[u], key=key)[:beam]
-    return out

@@ -3,6 +3,7 @@
     python -m wenet.runtime --onnx_dir DIR a.wav b.flac
     python -m wenet.runtime --onnx_dir DIR --mode ctc_prefix_beam_search --int8 wav.scp
     python -m wenet.runtime --onnx_dir DIR --context_list_path hotwords.txt --wav_scp wav.scp
+    python -m wenet.runtime --onnx_dir DIR --streaming --mode ctc_prefix_beam_search a.wav
 
 Needs only requirements-runtime.txt (numpy, onnxruntime, soundfile; sentencepiece for
 hotwords). Inputs and output as transcribe.py: audio files, directories, wav.scp or file
@@ -45,6 +46,11 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default=None, choices=list(MODES) + list(UNSUPPORTED),
                    help="default: attention_rescoring, or rnnt_beam_search for a transducer")
     p.add_argument("--int8", action="store_true", help="use the *.int8.onnx files")
+    p.add_argument("--streaming", action="store_true",
+                   help="encode chunk by chunk with encoder_chunk.onnx (streaming models; "
+                        "the export's chunk size and left chunks), as recognize.py "
+                        "--simulate_streaming --decoding_chunk_size C "
+                        "--num_decoding_left_chunks L")
     p.add_argument("--num_threads", type=int, default=1, help="threads per onnxruntime session")
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--output", default="-", help="output file; - for stdout")
@@ -69,7 +75,10 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def _recognizer(args: argparse.Namespace) -> Tuple[OnnxRecognizer, str]:
-    model = OnnxModel(args.onnx_dir, args.int8, args.num_threads)
+    if args.streaming and not os.path.isfile(os.path.join(args.onnx_dir, "encoder_chunk.onnx")):
+        raise ValueError(f"--streaming: {args.onnx_dir} has no encoder_chunk.onnx (the export "
+                         "writes it for streaming models only)")
+    model = OnnxModel(args.onnx_dir, args.int8, args.num_threads, streaming=args.streaming)
     bpe = os.path.join(args.onnx_dir, "bpe.model")
     tokenizer = Tokenizer(os.path.join(args.onnx_dir, "units.txt"),
                           bpe if os.path.isfile(bpe) else None)
@@ -86,7 +95,7 @@ def _recognizer(args: argparse.Namespace) -> Tuple[OnnxRecognizer, str]:
         max_sym_per_frame=args.max_sym_per_frame, context_graph=graph, lm_fusion=fusion)
     mode = args.mode or ("rnnt_beam_search" if model.info.model_type == "transducer"
                          else "attention_rescoring")
-    return OnnxRecognizer(model, tokenizer, options), mode
+    return OnnxRecognizer(model, tokenizer, options, args.streaming), mode
 
 
 def run(args: argparse.Namespace) -> Tuple[int, int]:

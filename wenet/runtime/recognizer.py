@@ -10,6 +10,10 @@
 | ``rnnt_beam_search`` | encoder, transducer | modified beam (hotwords) |
 | ``rnnt_beam_attn_rescoring`` | encoder, transducer, decoder | the beam's n-best rescored |
 
+Encoding is full-context (``encoder.onnx``, one padded batch), or with ``streaming``
+chunk by chunk (``encoder_chunk.onnx``, the export's chunk size and left chunks, each
+utterance from zero caches): the streaming model's output as a stream gets it.
+
 ``attention`` (autoregressive beam search) is not offered: ``decoder.onnx`` scores whole
 hypotheses and has no incremental step with a cache (WeNet's ONNX runtime does not offer
 it either). Search settings and their defaults are ``wenet.decode.options.DecodeOptions``'
@@ -118,8 +122,15 @@ class OnnxRecognizer:
     """An ONNX model directory, its tokenizer and the search settings."""
 
     def __init__(self, model: OnnxModel, tokenizer: Tokenizer,
-                 options: SearchOptions = SearchOptions()) -> None:
+                 options: SearchOptions = SearchOptions(), streaming: bool = False) -> None:
+        """``streaming``: encode each utterance chunk by chunk with ``encoder_chunk.onnx``
+        (the model loaded with ``streaming=True``), as recognize.py --simulate_streaming
+        with the export's chunk size and left chunks."""
+        if streaming and model.encoder_chunk is None:
+            raise ValueError(f"{model.dir}: streaming needs encoder_chunk.onnx (load the "
+                             "model with streaming=True)")
         self.model, self.tokenizer, self.options = model, tokenizer, options
+        self.streaming = streaming
 
     def check_mode(self, mode: str) -> None:
         """ValueError naming what ``mode`` needs and this model lacks."""
@@ -136,7 +147,8 @@ class OnnxRecognizer:
     def decode(self, feats: Sequence[np.ndarray], mode: str) -> List[List[int]]:
         """Token ids of each utterance's fbank (T_i, F), one padded encoder batch."""
         self.check_mode(mode)
-        encoder_out, lens = self.model.encode(feats)
+        encode = self.model.encode_streaming if self.streaming else self.model.encode
+        encoder_out, lens = encode(feats)
         return MODES[mode][1](_Batch(self.model, encoder_out, lens, self.options))
 
     def text(self, ids: Sequence[int]) -> str:

@@ -1,6 +1,8 @@
 """An exported ONNX model directory (docs/onnx_format.md) loaded into onnxruntime
-sessions: the metadata read once, full-context batched encoding with padding, the CTC
-head, the rescoring decoder and the transducer's graphs behind the numpy face the
+sessions: the metadata read once, full-context batched encoding with padding, the
+streaming encoder step (``encoder_chunk.onnx``: one chunk with fixed-size caches, and a
+whole utterance chunk by chunk as ``recognize.py --simulate_streaming`` encodes it), the
+CTC head, the rescoring decoder and the transducer's graphs behind the numpy face the
 searches call (``wenet.runtime.transducer_search.TransducerNet``).
 """
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 import onnxruntime as ort
 
 from wenet.runtime.fbank import FbankOptions
+from wenet.utils.chunk_window import ChunkWindow
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +38,7 @@ class ModelInfo:
     sos: int
     eos: int
     subsampling_rate: int
+    right_context: int            # feature frames the front end looks ahead
     min_input_frames: int         # feature frames one encoder output frame needs
     has_ctc: bool
     has_decoder: bool
@@ -72,10 +76,38 @@ class ModelInfo:
             states = tuple((d, tuple(s.split(","))) for d, s in zip(dtypes, shapes))
         return cls(meta["model_type"], int(meta["vocab_size"]), int(meta["blank_id"]),
                    int(meta["sos_symbol"]), int(meta["eos_symbol"]),
-                   int(meta["subsampling_rate"]), min_frames, meta["has_ctc"] == "1",
+                   int(meta["subsampling_rate"]), int(meta["right_context"]), min_frames,
+                   meta["has_ctc"] == "1",
                    meta["has_decoder"] == "1", meta["is_bidirectional_decoder"] == "1",
                    features, tuple(_ints(meta.get("big_blank_ids", ""))),
                    tuple(_ints(meta.get("big_blank_durations", ""))), states)
+
+
+def output_frames(input_frames: int, subsampling_rate: int, right_context: int) -> int:
+    """Encoder output frames of ``input_frames`` fbank frames through a U2 convolutional
+    front end (Conv2dSubsampling 4/6/8: each output frame reads ``right_context + 1``
+    frames, consecutive ones ``subsampling_rate`` apart)."""
+    return max(0, (input_frames - right_context - 1) // subsampling_rate + 1)
+
+
+@dataclass(frozen=True)
+class ChunkGraph:
+    """What ``encoder_chunk.onnx`` fixed at export: its chunk window, its caches' shapes
+    and whether it takes an ``att_mask`` (U2 encoders do, the Zipformer does not)."""
+
+    window: ChunkWindow
+    att_shape: Tuple[int, ...]
+    cnn_shape: Tuple[int, ...]
+    has_mask: bool
+
+    @classmethod
+    def of(cls, session: ort.InferenceSession, info: "ModelInfo") -> "ChunkGraph":
+        meta = session.get_modelmeta().custom_metadata_map
+        inputs = {i.name: i for i in session.get_inputs()}
+        window = ChunkWindow(info.subsampling_rate, info.right_context,
+                             int(meta["chunk_size"]), int(meta["left_chunks"]))
+        return cls(window, tuple(int(d) for d in inputs["att_cache"].shape),
+                   tuple(int(d) for d in inputs["cnn_cache"].shape), "att_mask" in inputs)
 
 
 def _session(path: str, num_threads: int) -> ort.InferenceSession:
@@ -88,10 +120,12 @@ def _session(path: str, num_threads: int) -> ort.InferenceSession:
 
 class OnnxModel:
     """The sessions of an ONNX model directory: ``int8`` picks the ``*.int8.onnx`` files;
-    ``num_threads`` is each session's intra-op thread count. Files a model does not have
-    (``ctc.onnx`` of a transducer trained without CTC...) are None."""
+    ``num_threads`` is each session's intra-op thread count; ``streaming`` also loads
+    ``encoder_chunk.onnx`` (required then). Files a model does not have (``ctc.onnx`` of a
+    transducer trained without CTC...) are None."""
 
-    def __init__(self, onnx_dir: str, int8: bool = False, num_threads: int = 1) -> None:
+    def __init__(self, onnx_dir: str, int8: bool = False, num_threads: int = 1,
+                 streaming: bool = False) -> None:
         if not os.path.isdir(onnx_dir):
             raise FileNotFoundError(f"ONNX model directory {onnx_dir} does not exist")
         self.dir = onnx_dir
@@ -107,6 +141,8 @@ class OnnxModel:
         self.encoder_proj = self._load("encoder_proj", required=transducer)
         self.predictor = self._load("predictor", required=transducer)
         self.joiner = self._load("joiner", required=transducer)
+        self.encoder_chunk = self._load("encoder_chunk", required=True) if streaming else None
+        self.chunks = ChunkGraph.of(self.encoder_chunk, info) if streaming else None
         logger.info("ONNX model %s (%s%s, %s threads): %s", onnx_dir, info.model_type,
                     ", int8" if int8 else "", num_threads,
                     ", ".join(n for n in ("ctc", "decoder", "joiner") if getattr(self, n)))
@@ -134,6 +170,51 @@ class OnnxModel:
         out, out_lens = self.encoder.run(["encoder_out", "encoder_out_lens"],
                                          {"feats": batch, "feats_lens": lens})
         return out, out_lens.astype(np.int64)
+
+    def init_caches(self) -> Tuple[np.ndarray, np.ndarray]:
+        """The zero caches a stream (or a sentence of one) starts from."""
+        return (np.zeros(self.chunks.att_shape, dtype=np.float32),
+                np.zeros(self.chunks.cnn_shape, dtype=np.float32))
+
+    def encode_chunk(self, chunk: np.ndarray, offset: int, att_cache: np.ndarray,
+                     cnn_cache: np.ndarray) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One chunk (1, T, F) of raw fbank after ``offset`` output frames ->
+        (output (1, T', D), the next att_cache, the next cnn_cache)."""
+        feed = {"chunk": np.ascontiguousarray(chunk, dtype=np.float32),
+                "offset": np.array([offset], dtype=np.int64),
+                "att_cache": att_cache, "cnn_cache": cnn_cache}
+        if self.chunks.has_mask:  # False on the cache slots not filled yet
+            required = self.chunks.window.required_cache_size
+            frames = output_frames(chunk.shape[1], self.info.subsampling_rate,
+                                   self.info.right_context)
+            mask = np.ones((1, 1, required + frames), dtype=bool)
+            mask[:, :, :max(required - offset, 0)] = False
+            feed["att_mask"] = mask
+        ys, r_att, r_cnn = self.encoder_chunk.run(["output", "r_att_cache", "r_cnn_cache"],
+                                                  feed)
+        return ys, r_att, r_cnn
+
+    def encode_chunk_by_chunk(self, feats: np.ndarray) -> np.ndarray:
+        """One utterance's fbank (T, F) encoded chunk by chunk from zero caches, the
+        outputs concatenated (1, T', D): the chunks ``forward_chunk_by_chunk`` reads."""
+        window = self.chunks.window
+        att, cnn = self.init_caches()
+        outputs, offset = [], 0
+        for cur in window.starts(feats.shape[0], self.info.min_input_frames):
+            ys, att, cnn = self.encode_chunk(feats[None, cur:cur + window.window], offset,
+                                             att, cnn)
+            outputs.append(ys)
+            offset += ys.shape[1]
+        return np.concatenate(outputs, axis=1)
+
+    def encode_streaming(self, feats: Sequence[np.ndarray]) -> Tuple[np.ndarray, np.ndarray]:
+        """``encode``'s result with each utterance encoded chunk by chunk (padded batch)."""
+        outs = [self.encode_chunk_by_chunk(f)[0] for f in feats]
+        lens = np.array([o.shape[0] for o in outs], dtype=np.int64)
+        batch = np.zeros((len(outs), int(lens.max()), outs[0].shape[1]), dtype=np.float32)
+        for b, o in enumerate(outs):
+            batch[b, :o.shape[0]] = o
+        return batch, lens
 
     def ctc_logprobs(self, encoder_out: np.ndarray) -> np.ndarray:
         """(B, T, V) CTC log-probabilities of ``ctc.onnx``."""

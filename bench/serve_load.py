@@ -3,6 +3,7 @@
 
     python bench/serve_load.py --model_dir exp/<run> --wav_scp data/test/wav.scp \
         --clients 1 4 16 --utts_per_client 3
+    python bench/serve_load.py --onnx_dir exp/<run>/onnx [--int8] --wav_scp data/test/wav.scp
 
 Starts ``wenet/bin/serve.py`` as a child process on a free loopback port, waits for its
 health check, then for each N streams test-set utterances from N clients at once, each
@@ -40,8 +41,12 @@ from wenet.serve.client import read_pcm16, stream_audio  # noqa: E402
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--model_dir", required=True)
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model_dir", help="served as serve.py --model_dir (final.zip)")
+    source.add_argument("--onnx_dir", help="served as serve.py --onnx_dir (its export's chunk "
+                        "size: --chunk_size is ignored)")
     p.add_argument("--checkpoint", default=None)
+    p.add_argument("--int8", action="store_true", help="with --onnx_dir: the int8 files")
     p.add_argument("--wav_scp", required=True, help="key path lines (the test set)")
     p.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
     p.add_argument("--utts_per_client", type=int, default=2)
@@ -83,10 +88,13 @@ def start_server(args) -> tuple:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, os.path.join(REPO, "wenet/bin/serve.py"), "--model_dir",
-           args.model_dir, "--host", "127.0.0.1", "--port", str(port), "--max_clients",
-           str(max(args.clients)), "--chunk_size", str(args.decoding_chunk_size), "--num_workers",
-           str(args.num_workers), *args.server_args.split()]
+    if args.onnx_dir:
+        source = ["--onnx_dir", args.onnx_dir] + (["--int8"] if args.int8 else [])
+    else:
+        source = ["--model_dir", args.model_dir, "--chunk_size", str(args.decoding_chunk_size)]
+    cmd = [sys.executable, os.path.join(REPO, "wenet/bin/serve.py"), *source, "--host",
+           "127.0.0.1", "--port", str(port), "--max_clients", str(max(args.clients)),
+           "--num_workers", str(args.num_workers), *args.server_args.split()]
     if args.checkpoint:
         cmd += ["--checkpoint", args.checkpoint]
     server = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": REPO},
@@ -143,7 +151,9 @@ def main() -> None:
     url = f"ws://127.0.0.1:{port}/"
     try:
         asyncio.run(run_level(url, 1, audio, 1))  # warm-up
-        print(f"# {os.path.basename(args.model_dir.rstrip('/'))}, chunk {args.decoding_chunk_size}, "
+        name = args.onnx_dir or args.model_dir
+        chunk = "the export's chunk" if args.onnx_dir else f"chunk {args.decoding_chunk_size}"
+        print(f"# {name.rstrip('/')}{' (int8)' if args.int8 else ''}, {chunk}, "
               f"{args.num_workers} decode threads, {args.utts_per_client} utterances per client")
         print("| clients | first partial p50 / p95 (s) | final p50 / p95 (s) | CPU-RTF "
               "| RSS MiB before / peak / after |")

@@ -1,5 +1,5 @@
 """The README's "Serve a model" commands run as written on a dir laid out like the U2++
-run's (exp/synth_train_u2++_conformer with train.yaml, units.txt and final.zip;
+run's (exp/synth_train_u2++_conformer with train.yaml, units.txt, avg_2.pt and final.zip;
 corpus/synth/wav/test audio; data/test/wav.scp), with a tiny random streaming model. Only
 the load benchmark is shortened (--clients 2 --utts_per_client 1 instead of its
 default 1 4 16 clients of 2 utterances)."""
@@ -28,6 +28,8 @@ def test_readme_serve_commands_run_as_written(tmp_path):
     for name in ("wenet", "tools", "bench"):
         os.symlink(os.path.join(REPO, name), tmp_path / name)
     write_model_dir(tmp_path / EXP)
+    # a run's dir has its averaged checkpoint, which export_onnx.py --model_dir exports
+    (tmp_path / EXP / "avg_2.pt").write_bytes((tmp_path / EXP / "model.pt").read_bytes())
     (tmp_path / "corpus/synth/wav/test").mkdir(parents=True)
     (tmp_path / "data/test").mkdir(parents=True)
     lines = []
@@ -57,3 +59,7 @@ def test_readme_serve_commands_run_as_written(tmp_path):
     assert [line.split()[0] for line in server_text] == [f"synth-test{i:05d}" for i in range(3)]
     assert "Overall -> " in out  # compute-wer.py
     assert re.search(r"^\| 2 \| [0-9.]+ / [0-9.]+ \|", out, re.M)  # the bench table
+    # the ONNX server: a line per utterance, its keys in the wav.scp's order
+    onnx_text = (tmp_path / EXP / "test_server_onnx.txt").read_text().splitlines()
+    assert [line.split()[0] for line in onnx_text] == [f"synth-test{i:05d}" for i in range(3)]
+    assert (tmp_path / EXP / "onnx" / "encoder_chunk.onnx").is_file()

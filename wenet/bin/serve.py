@@ -1,10 +1,12 @@
 """Streaming speech recognition over WebSocket, with a browser page at ``/``.
 
     python wenet/bin/serve.py --model_dir exp/u2pp --port 10086
+    python wenet/bin/serve.py --onnx_dir exp/u2pp/onnx [--int8] --port 10086
 
 ``--model_dir`` holds ``train.yaml``, ``units.txt`` (and the BPE model) and the
 exported ``final.zip``, or give ``--checkpoint`` to load weights into train.yaml's
-model instead. Only streaming models are served, as the model says (its encoder's
+model instead; or ``--onnx_dir`` an exported ONNX directory (its ``encoder_chunk.onnx``
+fixes the chunk size and left chunks; onnxruntime runs the model). Only streaming models are served, as the model says (its encoder's
 ``is_streaming()``: U2/U2++ encoders trained with ``use_dynamic_chunk`` or
 ``static_chunk_size``, causal Zipformers); any other model is refused at start-up with
 the reason. CTC + attention models decode with the CTC prefix beam search (hotwords from
@@ -19,22 +21,30 @@ import asyncio
 import logging
 import sys
 from dataclasses import replace
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import torch
 
 from wenet.decode.stream_state import EndpointRules
-from wenet.decode.options import STREAM, add_search_options, search_options
+from wenet.decode.options import (STREAM, STREAM_CHUNK_SIZE, add_search_options,
+                                  search_options)
 from wenet.inference.stream_search import TRANSDUCER_SEARCHES, is_transducer_model
-from wenet.serve.loading import NotServableError, load_streaming_model
+from wenet.serve.loading import (NotServableError, load_onnx_streaming_model,
+                                 load_streaming_model)
+from wenet.serve.onnx_model import chunking
 from wenet.serve.server import RecognitionServer, ServerConfig
 
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--model_dir", required=True,
-                   help="train.yaml + units.txt + final.zip (or with --checkpoint)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model_dir",
+                        help="train.yaml + units.txt + final.zip (or with --checkpoint)")
+    source.add_argument("--onnx_dir", help="an ONNX model directory of a streaming model "
+                        "(wenet/bin/export_onnx.py; its encoder_chunk.onnx fixes the chunk "
+                        "size and left chunks)")
     p.add_argument("--checkpoint", default=None, help="a checkpoint instead of final.zip")
+    p.add_argument("--int8", action="store_true", help="--onnx_dir: the *.int8.onnx files")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on: 127.0.0.1 (default) serves this machine only; "
                         "0.0.0.0 (or the machine's address) serves the network")
@@ -69,7 +79,21 @@ def build_server(args: argparse.Namespace) -> RecognitionServer:
     if args.decoding_chunk_size <= 0:
         raise ValueError(f"a stream is encoded chunk by chunk: --chunk_size must be > 0, "
                          f"got {args.decoding_chunk_size}")
-    loaded = load_streaming_model(args.model_dir, args.checkpoint)
+    if args.onnx_dir is not None:
+        if args.checkpoint is not None:
+            raise ValueError("--checkpoint goes with --model_dir, not --onnx_dir")
+        loaded: Any = load_onnx_streaming_model(args.onnx_dir, args.int8, args.num_threads)
+        # the export fixed the chunking: the defaults take it, another value is an error
+        chunk, left = chunking(loaded.model, None if args.decoding_chunk_size ==
+                               STREAM_CHUNK_SIZE else args.decoding_chunk_size,
+                               None if args.num_decoding_left_chunks == -1
+                               else args.num_decoding_left_chunks)
+        args.decoding_chunk_size, args.num_decoding_left_chunks = chunk, left
+    else:
+        if args.int8:
+            raise ValueError("--int8 goes with --onnx_dir (a model dir's int8 TorchScript is "
+                             "final_quant.zip: --checkpoint DIR/final_quant.zip)")
+        loaded = load_streaming_model(args.model_dir, args.checkpoint)
     options = search_options(args, loaded.tokenizer)  # reads --lm_path with the units
     if options.lm_fusion is not None and is_transducer_model(loaded.model):
         raise ValueError("--lm_path: an n-gram LM is fused into CTC searches only; this "
@@ -83,7 +107,8 @@ def build_server(args: argparse.Namespace) -> RecognitionServer:
     config = ServerConfig(host=args.host, port=args.port, max_clients=args.max_clients,
                           num_workers=args.num_workers, max_message_bytes=args.max_message_bytes,
                           max_session_s=args.max_session_s, idle_timeout_s=args.idle_timeout_s,
-                          max_chunk_size=max(64, options.chunk_size))
+                          max_chunk_size=options.chunk_size if args.onnx_dir is not None
+                          else max(64, options.chunk_size))
     return RecognitionServer(loaded, options, config, hotword_score=args.context_score,
                              transducer_search=args.transducer_search)
 

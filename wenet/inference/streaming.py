@@ -54,7 +54,7 @@ from wenet.inference.features import IncrementalFbank
 from wenet.inference.stream_search import (CtcStreamSearch, TransducerStreamSearch,
                                            is_transducer_model)
 from wenet.inference.vad import StreamingVad
-from wenet.transformer.streaming_encoder import ChunkWindow
+from wenet.utils.chunk_window import ChunkWindow
 
 
 def is_streaming_model(model: Any, configs: Optional[Dict[str, Any]] = None) -> bool:
@@ -87,6 +87,11 @@ class StreamingRecognizer:
         if options.chunk_size <= 0:
             raise ValueError(f"a stream is encoded chunk by chunk: chunk_size must be > 0, "
                              f"got {options.chunk_size}")
+        fixed = getattr(model, "fixed_chunking", None)  # an ONNX model's export-time chunks
+        if fixed is not None and (options.chunk_size, options.num_left_chunks) != fixed():
+            raise ValueError("this model streams chunks of {} frames with {} left chunks only "
+                             "(fixed at its export); asked for {} and {}".format(
+                                 *fixed(), options.chunk_size, options.num_left_chunks))
         self.model = model
         self.tokenizer = tokenizer
         self.options = options

@@ -22,6 +22,9 @@ import sys
 from typing import Dict, List
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from wenet.inference.loader import find_checkpoint  # noqa: E402
 
 
 def get_parser() -> argparse.ArgumentParser:
@@ -80,7 +83,6 @@ def main() -> None:
                "--output_dir", onnx_dir, "--int8", "--chunk_size", str(args.chunk_size),
                "--num_decoding_left_chunks", str(args.left_chunks)]
         run(cmd + (["--checkpoint", args.checkpoint] if args.checkpoint else []))
-    from wenet.inference.loader import find_checkpoint
     checkpoint = args.checkpoint or find_checkpoint(args.dir)
     transducer = os.path.isfile(os.path.join(onnx_dir, "joiner.onnx"))
     modes = (args.modes or ("rnnt_greedy_search rnnt_beam_search" if transducer else

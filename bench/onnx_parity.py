@@ -34,6 +34,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--test_set", default="test", help="data/<set> (wav.scp, text) and "
                    "<feat_dir>/<set>/data.list")
     p.add_argument("--feat_dir", default="raw_wav")
+    p.add_argument("--data_type", default="shard", help="of data.list: shard | raw (run.sh's)")
     p.add_argument("--modes", default=None, help="default: the CTC modes, or the "
                    "transducer ones for a transducer")
     p.add_argument("--streaming", action="store_true",
@@ -96,6 +97,7 @@ def main() -> None:
     ref_cmd = [py, os.path.join(REPO, "wenet/bin/recognize.py"), "--modes", " ".join(modes),
                "--config", os.path.join(args.dir, "train.yaml"), "--checkpoint", checkpoint,
                "--test_data", os.path.join(args.feat_dir, args.test_set, "data.list"),
+               "--data_type", args.data_type,
                "--dict", units, "--beam_size", str(args.beam_size), "--ctc_weight",
                str(args.ctc_weight), "--result_dir", os.path.join(out, "ref")]
     ref_cmd += ["--bpe_model", bpe] if os.path.isfile(bpe) else []

@@ -48,11 +48,13 @@ def get_parser() -> argparse.ArgumentParser:
     return p
 
 
+ENV = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
 def run(cmd: List[str], out: str = None) -> None:
-    env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
     with open(out, "w") if out else open(os.devnull, "w") as sink:
         proc = subprocess.run(cmd, stdout=sink if out else subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True, env=env)
+                              stderr=subprocess.PIPE, text=True, env=ENV)
     if proc.returncode != 0:
         sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
 
@@ -68,7 +70,8 @@ def read_text(path: str) -> Dict[str, str]:
 
 def wer(ref: str, hyp: str) -> float:
     proc = subprocess.run([sys.executable, os.path.join(REPO, "tools/compute-wer.py"),
-                           "--char=0", "--v=0", ref, hyp], capture_output=True, text=True)
+                           "--char=0", "--v=0", ref, hyp], capture_output=True, text=True,
+                          env=ENV)
     m = re.search(r"Overall -> ([0-9.]+) %", proc.stdout)
     if m is None:
         sys.exit(f"compute-wer.py gave no WER for {hyp}: {proc.stdout[-500:]}{proc.stderr}")

@@ -92,8 +92,23 @@ class LSTMPredictor(torch.nn.Module):
 
     def forward(self, ys_in: torch.Tensor) -> torch.Tensor:
         """ys_in (B, L) starting with blank -> (B, L, D) (causal, so padding is harmless)."""
-        out, _ = self.rnn(self.dropout(self.embed(ys_in)))
+        x = self.dropout(self.embed(ys_in))
+        if not torch.jit.is_scripting():
+            out = self._rnn_eager(x)
+        else:
+            out, _ = self.rnn(x)
         return self.proj(out)
+
+    @torch.jit.unused
+    def _rnn_eager(self, x: torch.Tensor) -> torch.Tensor:
+        """The LSTM over x (B, L, E). Under CPU autocast it runs in float32: oneDNN has no
+        bf16 LSTM on CPUs without native bf16 (AMD EPYC with AVX2 only: "could not create
+        a primitive descriptor for the LSTM forward propagation primitive"), and this
+        small network gains nothing from it. On a GPU autocast applies as usual."""
+        if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+            with torch.autocast("cpu", enabled=False):
+                return self.rnn(x.float())[0]
+        return self.rnn(x)[0]
 
     def init_state(self, batch: int, device: torch.device) -> List[torch.Tensor]:
         """Zero LSTM state, [h, c] of shape (B, num_layers, hidden)."""

@@ -1,11 +1,16 @@
 """The runtime's numpy fbank equals the training features (``compute_fbank``) and
 torchaudio's Kaldi fbank.
 
-Tolerance: the mel tables are bit-identical (checked); the features differ only by
-float32 FFT rounding, and torch's float32 FFT is the less exact one (its power error is
-~1.6e-7 of the frame's peak power; numpy's float32 FFT stays within 7e-8 of float64).
-So the mel energies agree within 5e-6 of the frame's largest energy (the float32 log
-itself rounds a log energy near 20 to 1.9e-6 relative), and the log features within 1e-3
+Tolerance: the mel tables are computed operation by operation as torchaudio does, in
+float32 with a correctly rounded ``log``; they are bit-identical wherever torch's float32
+``log`` of a frequency's ``1 + f / 700`` is correctly rounded too (on the Intel Xeon
+development machine everywhere; on an AVX2-only AMD EPYC torch's log is one ulp off on
+~5 % of inputs, which moves a weight by up to 1127 * ulp(log) / (mel bin width) ~ 1e-5). The features differ by that
+and by float32 FFT rounding, and torch's float32 FFT is the less exact one (its power
+error is ~1.6e-7 of the frame's peak power; numpy's float32 FFT stays within 7e-8 of
+float64). So the mel energies agree within 2e-5 of the frame's largest energy (5e-6 on
+the Xeon, 5.7e-6 seen on the EPYC; the float32 log itself rounds a log energy near 20 to
+1.9e-6 relative), and the log features within 1e-3
 absolute in every bin within 30 dB of its frame's largest (worst seen 3.8e-4, in the low
 bins of an 8 kHz 80-bin fbank of white noise; 1.2e-4 at 16 kHz). Bins far below their
 frame's peak carry torch's FFT error relatively magnified (1.7e-3 in the log seen 60 dB
@@ -20,7 +25,8 @@ from wenet.dataset.fbank import compute_fbank
 from wenet.runtime.fbank import FbankOptions, fbank, mel_banks
 
 LOG_TOL = 1e-3
-ENERGY_TOL = 5e-6  # of the frame's largest mel energy
+ENERGY_TOL = 2e-5  # of the frame's largest mel energy (module docstring)
+MEL_TOL = 2e-5    # mel weights where the two float32 logs round differently
 
 
 def _speech_like(n: int, rate: int, rng: np.random.Generator) -> np.ndarray:
@@ -82,11 +88,21 @@ def test_random_audio_equals_training_features(rate, bins, length, shift):
 
 
 @pytest.mark.parametrize("rate,bins", [(8000, 80), (16000, 80), (16000, 23), (44100, 80)])
-def test_mel_banks_are_bit_identical_to_torchaudio(rate, bins):
+def test_mel_banks_equal_torchaudios(rate, bins):
+    """Bit-identical in every FFT bin where torch's float32 log rounds as the correctly
+    rounded one mel_banks uses; within MEL_TOL in the others (module docstring)."""
     size = int(rate * 0.025)
     fft = 1 << (size - 1).bit_length()
     ref, _ = kaldi.get_mel_banks(bins, fft, float(rate), 20.0, 0.0, 100.0, -500.0, 1.0)
-    assert np.array_equal(mel_banks(bins, fft, float(rate)), ref.numpy())
+    ours, ref = mel_banks(bins, fft, float(rate)), ref.numpy()
+    f32 = np.float32
+    freq = (f32(rate / fft) * np.arange(fft // 2, dtype=np.float64)).astype(f32)
+    arg = (1.0 + (freq / 700.0).astype(f32)).astype(f32)
+    exact = np.log(arg.astype(np.float64)).astype(f32)  # mel_banks' log: correctly rounded
+    same = exact == torch.log(torch.from_numpy(arg)).numpy()
+    assert same.mean() > 0.5
+    assert np.array_equal(ours[:, same], ref[:, same])
+    assert np.abs(ours - ref).max() <= MEL_TOL
 
 
 def test_audio_shorter_than_a_frame_is_refused():

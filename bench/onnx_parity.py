@@ -45,6 +45,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--ctc_weight", type=float, default=0.5)
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--skip_export", action="store_true", help="DIR/onnx is already there")
+    p.add_argument("--reuse_reference", action="store_true",
+                   help="keep recognize.py's texts of an earlier run of the same settings")
     return p
 
 
@@ -109,7 +111,9 @@ def main() -> None:
                     str(args.chunk_size), "--num_decoding_left_chunks", str(args.left_chunks)]
     else:
         ref_cmd += ["--batch_size", str(args.batch_size)]
-    run(ref_cmd)
+    have_ref = all(os.path.isfile(os.path.join(out, "ref", m, "text")) for m in modes)
+    if not (args.reuse_reference and have_ref):
+        run(ref_cmd)
     text = os.path.join("data", args.test_set, "text")
     wav_scp = os.path.join("data", args.test_set, "wav.scp")
     print(f"# {args.dir} ({os.path.basename(checkpoint)}), {args.test_set}, "

@@ -35,7 +35,8 @@ side sets itself up as wenet/bin/train.py does (``tune_host_memory`` when it exi
 issue 33). Printed: audio seconds per second of each side per round, their ratio, the
 median over the rounds, and the same per CPU second of the worker (steadier on a shared
 machine); ``--profile [N]`` adds the top N operators of each side (torch.profiler, self
-CPU time).
+CPU time). Without ``--compare``, ``--profile [N]`` prints per config the forward time of
+each module down to ``--profile_depth`` levels and the top N operators of the step.
 """
 from __future__ import annotations
 
@@ -84,8 +85,50 @@ def bare_step(model, optimizer, scheduler, batch, grad_clip: float) -> Dict[str,
     return {"forward": t1 - t0, "backward": t2 - t1, "optim": t3 - t2, "total": t3 - t0}
 
 
+def profile_modules(model, optimizer, scheduler, batches, grad_clip: float, rows: int,
+                    depth: int) -> None:
+    """Print where a training step's CPU time goes: each submodule down to ``depth`` dots
+    (its forward, inclusive of its children, by ``record_function`` around it), then the
+    top ``rows`` operators of the whole step by self CPU time with their call counts
+    (torch.profiler over ``bare_step`` on ``batches``)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+    open_ranges: Dict[str, list] = {}
+    handles = []
+    for name, module in model.named_modules():
+        if not name or name.count(".") >= depth:
+            continue
+
+        def pre(_m, _inputs, name=name):
+            ctx = record_function(f"module {name}")
+            ctx.__enter__()
+            open_ranges.setdefault(name, []).append(ctx)
+
+        def post(_m, _inputs, _output, name=name):
+            open_ranges[name].pop().__exit__(None, None, None)
+        handles += [module.register_forward_pre_hook(pre), module.register_forward_hook(post)]
+    try:
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            steps = [bare_step(model, optimizer, scheduler, b, grad_clip) for b in batches]
+    finally:
+        for h in handles:
+            h.remove()
+    events = prof.key_averages()
+    step_ms = 1000.0 * sum(t["total"] for t in steps) / len(steps)
+    print(f"  profile over {len(steps)} steps (profiled step {step_ms:.0f} ms); forward per "
+          "module, ms per step (inclusive) and calls per step:")
+    for e in sorted((e for e in events if e.key.startswith("module ")), key=lambda e: e.key):
+        print(f"    {e.key[7:]:48s}{e.cpu_time_total / 1000 / len(steps):9.1f}"
+              f"{e.count / len(steps):8.0f}")
+    print(f"  top {rows} operators of the step by self CPU time, ms per step and calls per step:")
+    ops = sorted((e for e in events if not e.key.startswith("module ")),
+                 key=lambda e: -e.self_cpu_time_total)
+    for e in ops[:rows]:
+        print(f"    {e.key[:48]:48s}{e.self_cpu_time_total / 1000 / len(steps):9.1f}"
+              f"{e.count / len(steps):8.0f}")
+
+
 def bench_config(path: str, steps: int, batch_size: int, frames: int, vocab: int,
-                 overrides: List[str]) -> None:
+                 overrides: List[str], profile_rows: int = 0, profile_depth: int = 3) -> None:
     """Alternate bare and Executor steps on the same batches (so load from other processes
     hits both alike) and compare median step times."""
     from wenet.models import init_model
@@ -149,6 +192,9 @@ def bench_config(path: str, steps: int, batch_size: int, frames: int, vocab: int
     print(f"  throughput {audio_s / loop_med:.1f} audio s/s; loop overhead over pure compute: "
           f"{100.0 * (loop_med - bare_med) / bare_med:+.1f} % (median step), "
           f"{100.0 * (loop_min - bare_min) / bare_min:+.1f} % (fastest step)")
+    if profile_rows:
+        profile_modules(model, opt, sched, batches[1:], conf.grad_clip, profile_rows,
+                        profile_depth)
 
 
 
@@ -460,7 +506,10 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=1, help="--compare: untimed steps per side first")
     p.add_argument("--compile", action="store_true", help="--compare: torch.compile the new side")
     p.add_argument("--profile", type=int, nargs="?", const=25, default=0,
-                   help="--compare: print the top N operators of each side (torch.profiler)")
+                   help="print the top N operators (torch.profiler); --configs: also the "
+                        "forward time of each module down to --profile_depth")
+    p.add_argument("--profile_depth", type=int, default=3,
+                   help="--profile with --configs: module names with fewer dots than this")
     p.add_argument("--no_tune_memory", action="store_true",
                    help="--compare: the new side leaves the allocator as it is")
     p.add_argument("--amp", default="none", choices=sorted(AMP),
@@ -483,7 +532,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU")
     for path in args.configs:
         bench_config(path, args.steps, args.batch_size, args.frames, args.vocab,
-                     args.override_config)
+                     args.override_config, args.profile, args.profile_depth)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,10 @@
 ``--model_dir`` holds ``train.yaml``, ``units.txt`` (and the BPE model) and the
 exported ``final.zip``, or give ``--checkpoint`` to load weights into train.yaml's
 model instead; or ``--onnx_dir`` an exported ONNX directory (its ``encoder_chunk.onnx``
-fixes the chunk size and left chunks; onnxruntime runs the model). Only streaming models are served, as the model says (its encoder's
-``is_streaming()``: U2/U2++ encoders trained with ``use_dynamic_chunk`` or
-``static_chunk_size``, causal Zipformers); any other model is refused at start-up with
-the reason. CTC + attention models decode with the CTC prefix beam search (hotwords from
+fixes the chunk size and left chunks; onnxruntime runs the model). Only streaming
+models are served, as the model says (its encoder's ``is_streaming()``: U2/U2++
+encoders trained with ``use_dynamic_chunk`` or ``static_chunk_size``, causal
+Zipformers); any other model is refused at start-up with the reason. CTC + attention models decode with the CTC prefix beam search (hotwords from
 the start message, or a word n-gram LM with ``--lm_path``) and attention rescoring;
 transducers with modified beam search (hotwords) or ``--transducer_search greedy``.
 Protocol: wenet/serve/protocol.py; README "Serve a model".

@@ -24,12 +24,11 @@ import sys
 from typing import List, Optional, Tuple
 
 from wenet.dataset.stats import EXIT_STATUS_HELP, exit_status
-from wenet.dataset.tokenizer import Tokenizer
 from wenet.decode.context_graph import ContextGraph
 from wenet.decode.ctc_lm import LMFusion
 from wenet.runtime.audio import audio_inputs
 from wenet.runtime.recognizer import (MODES, UNSUPPORTED, OnnxRecognizer, SearchOptions,
-                                      check_vocabulary, model_options, transcribe)
+                                      model_options, model_tokenizer, transcribe)
 from wenet.runtime.session import OnnxModel
 from wenet.utils.file_utils import atomic_open
 
@@ -79,10 +78,7 @@ def _recognizer(args: argparse.Namespace) -> Tuple[OnnxRecognizer, str]:
         raise ValueError(f"--streaming: {args.onnx_dir} has no encoder_chunk.onnx (the export "
                          "writes it for streaming models only)")
     model = OnnxModel(args.onnx_dir, args.int8, args.num_threads, streaming=args.streaming)
-    bpe = os.path.join(args.onnx_dir, "bpe.model")
-    tokenizer = Tokenizer(os.path.join(args.onnx_dir, "units.txt"),
-                          bpe if os.path.isfile(bpe) else None)
-    check_vocabulary(model, tokenizer)
+    tokenizer = model_tokenizer(model)
     graph = fusion = None
     if args.context_list_path:
         graph = ContextGraph.from_file(args.context_list_path, tokenizer, args.context_score)

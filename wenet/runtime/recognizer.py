@@ -22,6 +22,7 @@ it either). Search settings and their defaults are ``wenet.decode.options.Decode
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -154,6 +155,16 @@ class OnnxRecognizer:
     def text(self, ids: Sequence[int]) -> str:
         """The transcript of token ids (word pieces joined, as transcribe.py prints)."""
         return self.tokenizer.decode(list(ids), eos=self.model.info.eos)
+
+
+def model_tokenizer(model: OnnxModel) -> Tokenizer:
+    """The tokenizer of the model's directory (``units.txt``, and ``bpe.model`` when it is
+    there), checked against the model's vocabulary size."""
+    bpe = os.path.join(model.dir, "bpe.model")
+    tokenizer = Tokenizer(os.path.join(model.dir, "units.txt"),
+                          bpe if os.path.isfile(bpe) else None)
+    check_vocabulary(model, tokenizer)
+    return tokenizer
 
 
 def check_vocabulary(model: OnnxModel, tokenizer: Tokenizer) -> None:

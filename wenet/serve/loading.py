@@ -60,7 +60,7 @@ def load_onnx_streaming_model(onnx_dir: str, int8: bool = False,
     """An exported ONNX directory (wenet/bin/export_onnx.py) ready to stream; refused with
     NotServableError when it has no ``encoder_chunk.onnx`` (the export writes one for
     streaming models only) or its features are not at 16 kHz."""
-    from wenet.runtime.recognizer import check_vocabulary
+    from wenet.runtime.recognizer import model_tokenizer
     from wenet.runtime.session import OnnxModel
     from wenet.serve.onnx_model import streaming_model
     if not os.path.isfile(os.path.join(onnx_dir, "encoder_chunk.onnx")):
@@ -73,10 +73,7 @@ def load_onnx_streaming_model(onnx_dir: str, int8: bool = False,
     if feats.sample_rate != 16000:
         raise NotServableError(f"{onnx_dir}: the model's features are at {feats.sample_rate} "
                                "Hz; the server takes 16 kHz audio only")
-    bpe = os.path.join(onnx_dir, "bpe.model")
-    tokenizer = Tokenizer(os.path.join(onnx_dir, "units.txt"),
-                          bpe if os.path.isfile(bpe) else None)
-    check_vocabulary(onnx, tokenizer)
+    tokenizer = model_tokenizer(onnx)
     model = streaming_model(onnx)
     logging.info("serving %s (ONNX%s, %s, chunk_size %d, left_chunks %d)", onnx_dir,
                  " int8" if int8 else "", onnx.info.model_type, *model.fixed_chunking())

@@ -190,6 +190,33 @@ def test_state_dict_round_trip_continues_identically():
     assert opt_b.clip_threshold == opt_a.clip_threshold is not None
 
 
+def test_tensors_at_different_update_counts_are_updated_as_if_alone():
+    """The step groups tensors by update count (one foreach call per group); a tensor
+    without a gradient on some updates falls behind the others and must still follow its
+    own count. Without clipping, each tensor's trajectory is independent of the others."""
+    gen = torch.Generator().manual_seed(11)
+    conf = dict(CONF, clipping_scale=None)
+    shapes = [(3, 4), (5,), (2, 3), (1,), (4,)]
+    init = [torch.randn(s, generator=gen, dtype=torch.float64) for s in shapes]
+    grads = [[torch.randn(s, generator=gen, dtype=torch.float64) for s in shapes]
+             for _ in range(9)]
+    skipped = {1: {2, 5}, 3: {4}, 4: {0, 1, 2}}  # tensor -> updates without a gradient
+    together = [torch.nn.Parameter(x.clone()) for x in init]
+    opt = ScaledAdam(together, **conf)
+    for t, step_grads in enumerate(grads):
+        for i, p in enumerate(together):
+            p.grad = None if t in skipped.get(i, ()) else step_grads[i].clone()
+        opt.step()
+    for i, x in enumerate(init):
+        alone = torch.nn.Parameter(x.clone())
+        opt_alone = ScaledAdam([alone], **conf)
+        for t, step_grads in enumerate(grads):
+            if t not in skipped.get(i, ()):
+                alone.grad = step_grads[i].clone()
+                opt_alone.step()
+        assert torch.allclose(alone, together[i], rtol=1e-12, atol=1e-15), i
+
+
 def test_bad_options_are_named():
     with pytest.raises(ValueError, match="scaled_adam"):
         build_optimizer([torch.nn.Parameter(torch.ones(2))], "scaled_adam", {"nope": 1})

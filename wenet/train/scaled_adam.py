@@ -31,11 +31,16 @@ median. An update whose norm exceeds the threshold has its gradients scaled down
 it (``c = threshold / norm``); before the first threshold, and at update 0, there is
 no clipping. The executor leaves clipping to this optimizer (``clips_gradients``).
 
-Simplifications against icefall: one tensor at a time (no batching of same-shaped
-tensors: simpler, and on small CPU models the loop costs little), one model-wide
-clipping norm over all parameter groups (threshold from the first group's
-``clipping_scale``), the median is ``sorted(norms)[n // 2]``, and the second moment
-is always bias-corrected.
+The update runs on groups of tensors rather than one tensor at a time: tensors with
+the same update count (all of them, normally) and kind (scalar or not) go through one
+``torch._foreach_*`` call per operation, and the per-tensor quantities (RMS, the
+log-scale statistics, the update factors) are vectors over the group. icefall batches
+tensors of equal shape instead; on a CPU the ~270 small tensors of the main job's
+Zipformer made the per-tensor loop cost 26 ms a step.
+
+Simplifications against icefall: one model-wide clipping norm over all parameter groups
+(threshold from the first group's ``clipping_scale``), the median is
+``sorted(norms)[n // 2]``, and the second moment is always bias-corrected.
 """
 from __future__ import annotations
 
@@ -109,15 +114,22 @@ class ScaledAdam(torch.optim.Optimizer):
     # --------------------------------------------------------------- clipping
     def _update_norm(self) -> float:
         """This update's norm, measured as the step it would cause (see the module docstring)."""
-        sums = []  # one host sync for the whole model, not one per tensor
+        grads: List[torch.Tensor] = []
+        weights: List[torch.Tensor] = []
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
                     continue
                 state = self._init_state(p, group)
-                weight = group["scalar_lr_scale"] if p.numel() == 1 else state["param_rms"]
-                sums.append((p.grad * weight).pow(2).sum().double())
-        return math.sqrt(float(torch.stack(sums).sum())) if sums else 0.0
+                grads.append(p.grad)
+                weights.append(state["param_rms"] if p.numel() > 1 else
+                               torch.full((), group["scalar_lr_scale"], dtype=p.grad.dtype,
+                                          device=p.grad.device))
+        if not grads:
+            return 0.0
+        norms = torch.stack(torch._foreach_norm(grads)).double()
+        # one host sync for the whole model, not one per tensor
+        return math.sqrt(float((norms * torch.stack(weights).double()).pow(2).sum()))
 
     def _clipping_factor(self) -> float:
         """Factor <= 1 for this update's gradients; updates the recent-norm statistics."""
@@ -163,71 +175,98 @@ class ScaledAdam(torch.optim.Optimizer):
                 loss = closure()
         clip = self._clipping_factor()
         for group in self.param_groups:
+            # tensors of one kind (scalar or not) and one update count share every constant
+            # of the update, so each bucket is updated by one foreach call per operation
+            buckets: Dict[Tuple[bool, int], List[torch.Tensor]] = {}
             for p in group["params"]:
                 if p.grad is None:
                     continue
                 if p.grad.is_sparse:
                     raise RuntimeError("scaled_adam does not support sparse gradients")
                 state = self._init_state(p, group)
-                grad = p.grad * clip if clip != 1.0 else p.grad
-                state["delta"].mul_(group["betas"][0])
-                if p.numel() == 1:
-                    self._step_scalar(group, p, grad, state)
+                buckets.setdefault((p.numel() == 1, state["step"]), []).append(p)
+            for (scalar, step), params in buckets.items():
+                states = [self.state[p] for p in params]
+                grads = [p.grad for p in params]
+                if clip != 1.0:
+                    grads = torch._foreach_mul(grads, clip)
+                torch._foreach_mul_([s["delta"] for s in states], group["betas"][0])
+                if scalar:
+                    self._step_scalars(group, params, grads, states, step)
                 else:
-                    self._step_tensor(group, p, grad, state)
-                state["step"] += 1
+                    self._step_tensors(group, params, grads, states, step)
+                for state in states:
+                    state["step"] += 1
         return loss
 
     @staticmethod
-    def _adam_direction(group: Dict[str, Any], grad: torch.Tensor, state: Dict[str, Any]
-                        ) -> torch.Tensor:
-        """grad / (sqrt(bias-corrected second moment) + eps), after updating the moment."""
+    def _adam_directions(group: Dict[str, Any], grads: List[torch.Tensor],
+                         states: List[Dict[str, Any]], step: int) -> List[torch.Tensor]:
+        """grad / (sqrt(bias-corrected second moment) + eps) per tensor, after updating the
+        moments."""
         beta2 = group["betas"][1]
-        exp_avg_sq = state["exp_avg_sq"]
-        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        correction = 1 - beta2 ** (state["step"] + 1)
-        return grad / ((exp_avg_sq / correction).sqrt() + group["eps"])
+        exp_avg_sq = [s["exp_avg_sq"] for s in states]
+        torch._foreach_mul_(exp_avg_sq, beta2)
+        torch._foreach_addcmul_(exp_avg_sq, grads, grads, value=1 - beta2)
+        denom = torch._foreach_div(exp_avg_sq, 1 - beta2 ** (step + 1))
+        torch._foreach_sqrt_(denom)
+        torch._foreach_add_(denom, group["eps"])
+        return torch._foreach_div(grads, denom)
 
-    def _step_scalar(self, group: Dict[str, Any], p: torch.Tensor, grad: torch.Tensor,
-                     state: Dict[str, Any]) -> None:
+    def _step_scalars(self, group: Dict[str, Any], params: List[torch.Tensor],
+                      grads: List[torch.Tensor], states: List[Dict[str, Any]],
+                      step: int) -> None:
         lr = group["lr"] * group["scalar_lr_scale"]
-        direction = self._adam_direction(group, grad, state)
-        state["delta"].add_(direction, alpha=-lr * (1 - group["betas"][0]))
-        p.add_(state["delta"]).clamp_(-group["scalar_max"], group["scalar_max"])
+        deltas = [s["delta"] for s in states]
+        directions = self._adam_directions(group, grads, states, step)
+        torch._foreach_add_(deltas, directions, alpha=-lr * (1 - group["betas"][0]))
+        torch._foreach_add_(params, deltas)
+        torch._foreach_clamp_min_(params, -group["scalar_max"])
+        torch._foreach_clamp_max_(params, group["scalar_max"])
 
-    def _step_tensor(self, group: Dict[str, Any], p: torch.Tensor, grad: torch.Tensor,
-                     state: Dict[str, Any]) -> None:
+    def _step_tensors(self, group: Dict[str, Any], params: List[torch.Tensor],
+                      grads: List[torch.Tensor], states: List[Dict[str, Any]],
+                      step: int) -> None:
         beta1 = group["betas"][0]
         period = group["size_update_period"]
-        step = state["step"]
-        state["scale_grads"][step % period] = (p * grad).sum()
+        dots = torch.stack([torch.sum(x) for x in torch._foreach_mul(params, grads)])
+        torch._foreach_copy_([s["scale_grads"][step % period] for s in states],
+                             list(dots.unbind(0)))
         if step % period == period - 1:
-            state["param_rms"] = _rms(p)
+            rms = torch.stack(torch._foreach_norm(params)) / torch.tensor(
+                [math.sqrt(p.numel()) for p in params], dtype=dots.dtype, device=dots.device)
+            torch._foreach_copy_([s["param_rms"] for s in states], list(rms.unbind(0)))
             if step > 0:
-                self._size_update(group, p, state)
-        direction = self._adam_direction(group, grad, state)
-        rms = state["param_rms"].clamp(group["param_min_rms"], group["param_max_rms"])
-        state["delta"].add_(direction * (-group["lr"] * (1 - beta1) * rms))
-        p.add_(state["delta"])
+                self._size_update(group, params, states, rms, step)
+        else:
+            rms = torch.stack([s["param_rms"] for s in states])
+        deltas = [s["delta"] for s in states]
+        directions = self._adam_directions(group, grads, states, step)
+        factors = rms.clamp(group["param_min_rms"], group["param_max_rms"]) * (
+            -group["lr"] * (1 - beta1))
+        torch._foreach_mul_(directions, list(factors.unbind(0)))
+        torch._foreach_add_(deltas, directions)
+        torch._foreach_add_(params, deltas)
 
     @staticmethod
-    def _size_update(group: Dict[str, Any], p: torch.Tensor, state: Dict[str, Any]) -> None:
-        """Adam-like step on the tensor's log-scale from the last period's ``sum(p * g)``."""
+    def _size_update(group: Dict[str, Any], params: List[torch.Tensor],
+                     states: List[Dict[str, Any]], rms: torch.Tensor, step: int) -> None:
+        """Adam-like step on each tensor's log-scale from the last period's ``sum(p * g)``."""
         beta1, beta2 = group["betas"]
         period = group["size_update_period"]
         beta2_period = beta2 ** period
-        scale_grads = state["scale_grads"]
-        moment = state["scale_exp_avg_sq"]
-        moment.mul_(beta2_period).add_(scale_grads.pow(2).mean(), alpha=1 - beta2_period)
-        size_steps = (state["step"] + 1) // period
-        correction = 1 - beta2_period ** size_steps
-        denom = (moment / correction).sqrt() + group["eps"]
-        scale_step = -group["lr"] * group["scalar_lr_scale"] * scale_grads.sum() / denom
-        rms = state["param_rms"]
+        scale_grads = torch.stack([s["scale_grads"] for s in states])  # (N, period)
+        moment = torch.stack([s["scale_exp_avg_sq"] for s in states])
+        moment = moment * beta2_period + scale_grads.pow(2).mean(dim=1) * (1 - beta2_period)
+        torch._foreach_copy_([s["scale_exp_avg_sq"] for s in states], list(moment.unbind(0)))
+        size_steps = (step + 1) // period
+        denom = (moment / (1 - beta2_period ** size_steps)).sqrt() + group["eps"]
+        scale_step = -group["lr"] * group["scalar_lr_scale"] * scale_grads.sum(dim=1) / denom
         scale_step = torch.where(rms < group["param_min_rms"], scale_step.clamp(min=0.0),
                                  scale_step)  # never shrink a tensor already below the floor
         scale_step = torch.minimum(scale_step, (group["param_max_rms"] - rms) / rms)
-        state["delta"].add_(p * scale_step, alpha=1 - beta1)
+        changes = torch._foreach_mul(params, list((scale_step * (1 - beta1)).unbind(0)))
+        torch._foreach_add_([s["delta"] for s in states], changes)
 
 
 def _rms(p: torch.Tensor) -> torch.Tensor:

@@ -5,7 +5,9 @@ import math
 import torch
 
 from wenet.zipformer.attention import (CompactRelPositionalEncoding, NonlinAttention,
-                                       RelPositionMultiheadAttentionWeights, SelfAttention)
+                                       RelPositionMultiheadAttentionWeights, SelfAttention,
+                                       relative_index, relative_scores,
+                                       relative_scores_reversed)
 
 D = torch.zeros((), dtype=torch.float64)  # the dtype the encodings are made in
 
@@ -83,3 +85,25 @@ def test_self_and_nonlin_attention_use_the_given_weights():
     vals = torch.cat([nl_cache[0], torch.tanh(s) * vv], dim=0)
     assert torch.allclose(out[0], na.out_proj((weights[0, 0] @ vals) * y))
     assert torch.allclose(values[0], vals)
+
+
+def test_strided_relative_scores_equal_the_gather_in_value_and_gradient():
+    """Training reads the position scores through a strided view of scores against the
+    rows in reverse order; the exports gather them by index. Same values, same gradients,
+    with and without cached keys (Tk > Tq)."""
+    torch.manual_seed(0)
+    for tq, tk in ((1, 1), (5, 5), (4, 9), (7, 10)):
+        width = tq + tk - 1
+        scores = torch.randn(2, 3, tq, width, dtype=torch.float64, requires_grad=True)
+        reversed_scores = scores.detach().flip(-1).requires_grad_(True)
+        by_gather = relative_scores(scores, tk)
+        by_view = relative_scores_reversed(reversed_scores, tk)
+        index = relative_index(tq, tk, scores.device)
+        for i in range(tq):  # brute force: query i, key k reads row i - k + tk - 1
+            for k in range(tk):
+                assert torch.equal(by_gather[:, :, i, k], scores[:, :, i, int(index[i, k])])
+        assert torch.equal(by_view, by_gather)
+        upstream = torch.randn(by_gather.shape, dtype=torch.float64)
+        by_gather.backward(upstream)
+        by_view.backward(upstream)
+        assert torch.equal(reversed_scores.grad.flip(-1), scores.grad)

@@ -64,6 +64,28 @@ def relative_index(num_queries: int, num_keys: int, device: torch.device) -> tor
     return q - k + (num_keys - 1)
 
 
+def relative_scores(pos_scores: torch.Tensor, num_keys: int) -> torch.Tensor:
+    """Position scores (B, H, Tq, Tq + Tk - 1) against the rows of
+    ``CompactRelPositionalEncoding`` -> (B, H, Tq, Tk), the score of each (query, key)
+    pair (``relative_index``), by a gather."""
+    b, h, tq, _ = pos_scores.shape
+    index = relative_index(tq, num_keys, pos_scores.device).expand(b, h, tq, num_keys)
+    return torch.gather(pos_scores, 3, index)
+
+
+@torch.jit.unused
+def relative_scores_reversed(pos_scores: torch.Tensor, num_keys: int) -> torch.Tensor:
+    """The same as ``relative_scores`` for scores against the rows in *reverse* order
+    (relative positions Tk - 1 down to 1 - Tq), as a strided view instead of a gather:
+    query i's keys sit at row Tq - 1 - i + k, so the view starts at Tq - 1 and steps
+    Tq + Tk - 2 per query. No index tensor and no scatter in the backward; eager only (the
+    exports keep the gather, which ONNX has)."""
+    pos_scores = pos_scores.contiguous()
+    b, h, tq, width = pos_scores.shape
+    return pos_scores.as_strided((b, h, tq, num_keys), (h * tq * width, tq * width, width - 1, 1),
+                                 pos_scores.storage_offset() + tq - 1)
+
+
 def cat_cache(cache: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """Earlier frames (B, n, D) before the current ones (B, T, D); n may be 0."""
     if cache.size(1) == 0:
@@ -77,7 +99,8 @@ class RelPositionMultiheadAttentionWeights(torch.nn.Module):
     per-head query of ``pos_head_dim`` and P the projected positional encoding."""
 
     def __init__(self, embed_dim: int, pos_dim: int, num_heads: int, query_head_dim: int,
-                 pos_head_dim: int, dropout: float = 0.0, use_whiten: bool = False):
+                 pos_head_dim: int, dropout: float = 0.0, use_whiten: bool = False,
+                 whiten_probs: Tuple[float, float] = (1.0, 1.0)):
         super().__init__()
         self.num_heads = num_heads
         self.query_head_dim = query_head_dim
@@ -87,7 +110,8 @@ class RelPositionMultiheadAttentionWeights(torch.nn.Module):
             embed_dim, 2 * self.key_dim + num_heads * pos_head_dim)
         self.linear_pos = torch.nn.Linear(pos_dim, num_heads * pos_head_dim, bias=False)
         self.dropout = dropout
-        self.whiten_keys = Whiten(use_whiten, limit=4.0)
+        self.whiten_keys = Whiten(use_whiten, limit=4.0, min_prob=whiten_probs[0],
+                                  max_prob=whiten_probs[1])
 
     def forward(self, x: torch.Tensor, pos_emb: torch.Tensor, mask: torch.Tensor,
                 key_cache: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -96,23 +120,31 @@ class RelPositionMultiheadAttentionWeights(torch.nn.Module):
         b, tq, _ = x.shape
         h = self.num_heads
         proj = self.in_proj(x)
-        q = proj[..., :self.key_dim]
+        # the score scales go on the (small) queries rather than on the (B, H, Tq, Tk) scores
+        q = proj[..., :self.key_dim] * (self.query_head_dim ** -0.5)
         keys = cat_cache(key_cache, self.whiten_keys(proj[..., self.key_dim:2 * self.key_dim]))
-        p = proj[..., 2 * self.key_dim:]
+        p = proj[..., 2 * self.key_dim:] * (self.pos_head_dim ** -0.5)
         tk = keys.size(1)
         q = q.reshape(b, tq, h, self.query_head_dim).transpose(1, 2)
         k = keys.reshape(b, tk, h, self.query_head_dim).permute(0, 2, 3, 1)
-        scores = torch.matmul(q, k) * (self.query_head_dim ** -0.5)
+        scores = torch.matmul(q, k)
         p = p.reshape(b, tq, h, self.pos_head_dim).transpose(1, 2)
-        pos = self.linear_pos(pos_emb).reshape(-1, h, self.pos_head_dim).permute(1, 2, 0)
-        pos_scores = torch.matmul(p, pos.unsqueeze(0))  # (B, H, Tq, Tq + Tk - 1)
-        index = relative_index(tq, tk, x.device).expand(b, h, tq, tk)
-        scores = scores + torch.gather(pos_scores, 3, index) * (self.pos_head_dim ** -0.5)
-        allowed = mask.unsqueeze(1)
-        scores = scores.masked_fill(~allowed, -10000.0)  # exp() is 0; fits float16
-        weights = torch.softmax(scores, dim=-1).masked_fill(~allowed, 0.0)
-        weights = torch.nn.functional.dropout(weights, p=self.dropout, training=self.training)
+        if not torch.jit.is_scripting() and not torch.jit.is_tracing():
+            pos_scores = relative_scores_reversed(self._pos_scores(p, pos_emb.flip(0)), tk)
+        else:
+            pos_scores = relative_scores(self._pos_scores(p, pos_emb), tk)
+        blocked = ~mask.unsqueeze(1)
+        scores = (scores + pos_scores).masked_fill(blocked, -10000.0)  # exp() is 0; fits fp16
+        weights = torch.softmax(scores, dim=-1).masked_fill(blocked, 0.0)
+        if self.dropout > 0.0:
+            weights = torch.nn.functional.dropout(weights, p=self.dropout, training=self.training)
         return weights, keys
+
+    def _pos_scores(self, p: torch.Tensor, pos_emb: torch.Tensor) -> torch.Tensor:
+        """Per-head position queries p (B, H, Tq, pos_head_dim) against every row of the
+        positional encoding (R, pos_dim) -> (B, H, Tq, R)."""
+        pos = self.linear_pos(pos_emb).reshape(-1, self.num_heads, self.pos_head_dim)
+        return torch.matmul(p, pos.permute(1, 2, 0).unsqueeze(0))
 
 
 class SelfAttention(torch.nn.Module):

@@ -26,10 +26,10 @@ def _batch():
     return feats, lengths, text, torch.tensor([4, 3, 2])
 
 
-@pytest.mark.parametrize("use_balancers", [False, True])
-def test_zipformer_model_learns_a_tiny_batch(use_balancers, one_thread):
+@pytest.mark.parametrize("use_balancers,sparse", [(False, False), (True, False), (True, True)])
+def test_zipformer_model_learns_a_tiny_batch(use_balancers, sparse, one_thread):
     torch.manual_seed(0)
-    model = init_model(tiny_config(True, use_balancers=use_balancers))
+    model = init_model(tiny_config(True, use_balancers=use_balancers, sparse_balancers=sparse))
     optim = torch.optim.Adam(model.parameters(), lr=3e-3)
     batch = _batch()
     losses = []
@@ -55,6 +55,41 @@ def test_set_batch_count_moves_the_schedules():
     assert layer.attention_skip_rate == pytest.approx(0.05 - 0.05 * 6 / 12)
     model.encoder.set_batch_count(10 ** 6)
     assert layer.ff1.dropout_p == pytest.approx(0.1) and layer.conv_skip_rate == 0.0
+
+
+def test_sparse_balancers_follow_icefall_probabilities():
+    layer = init_model(tiny_config(False, use_balancers=True)).encoder.stacks[0].layers[0]
+    assert layer.ff1.balancer.prob == 1.0 and layer.whiten.current_prob() == 1.0
+    model = init_model(tiny_config(False, use_balancers=True, sparse_balancers=True))
+    layer = model.encoder.stacks[0].layers[0]
+    balancers = [layer.ff1.balancer, layer.ff2.balancer, layer.ff3.balancer,
+                 layer.conv1.balancer, layer.conv2.balancer, layer.balancer]
+    assert all(b.prob == pytest.approx(0.5) for b in balancers)
+    model.encoder.set_batch_count(4)  # schedule_scale 0.001: icefall's batch 4000
+    assert all(b.prob == pytest.approx(0.5 - 0.375 / 2) for b in balancers)
+    model.encoder.set_batch_count(10 ** 6)
+    assert all(b.prob == pytest.approx(0.125) for b in balancers)
+    for w in (layer.whiten, layer.attn_weights.whiten_keys):
+        assert (w.min_prob, w.max_prob) == (0.025, 0.25)
+
+
+def test_skip_masks_drop_modules_per_utterance_at_their_rates():
+    model = init_model(tiny_config(False))
+    layer = model.encoder.stacks[0].layers[0].train()
+    x = torch.zeros(4000, 1, 8)
+    layer.attention_skip_rate, layer.conv_skip_rate, layer.ff_skip_rate = 0.5, 0.2, 0.0
+    torch.manual_seed(0)
+    keep = layer._keep_masks(x)
+    assert keep.shape == (7, 4000, 1, 1)
+    dropped = 1.0 - keep.flatten(1).mean(dim=1)  # per module: nl, sa1, conv1, ff2, sa2, conv2, ff3
+    want = torch.tensor([0.5, 0.5, 0.2, 0.0, 0.5, 0.2, 0.0])
+    assert torch.allclose(dropped, want, atol=0.03), dropped
+    y, z = torch.randn(4000, 3, 8), torch.randn(4000, 3, 8)
+    assert torch.equal(layer._add(y, z, keep, 2), y + z * keep[2])
+    layer.attention_skip_rate = layer.conv_skip_rate = 0.0
+    assert layer._keep_masks(x) is None
+    layer.attention_skip_rate = 0.5
+    assert layer.eval()._keep_masks(x) is None
 
 
 def test_torchscript_equals_eager(one_thread):

@@ -1,6 +1,7 @@
 """Zipformer scaling modules against their formulas: SwooshR/L, BiasNorm, ScheduledFloat,
 and the gradient-only constraints (Balancer, Whiten, the bypass scale limit)."""
 import math
+import random
 
 import pytest
 import torch
@@ -8,7 +9,8 @@ import torch
 from wenet.export.jit import script_model
 from wenet.zipformer.block import BypassModule
 from wenet.zipformer.scaling import (Balancer, BiasNorm, ScheduledFloat, SwooshL, SwooshR,
-                                     Whiten, apply_schedules, scheduled, whitening_metric)
+                                     Whiten, apply_schedules, scheduled, shared_dropout,
+                                     whitening_metric)
 
 POINTS = [-30.0, -4.5, -1.0, -1e-3, 0.0, 0.5, 1.0, 3.9, 4.0, 7.25, 30.0]
 
@@ -81,6 +83,56 @@ def test_balancer_pushes_a_negative_channel_up_and_is_off_unless_enabled():
     assert torch.equal(g[:, 1:], grad[:, 1:])
     assert torch.equal(_grad_through(Balancer(False).train(), x, grad), grad)
     assert torch.equal(_grad_through(bal.eval(), x, grad), grad)
+
+
+def test_shared_dropout_drops_whole_channels_at_its_rate():
+    torch.manual_seed(0)
+    x = torch.rand(64, 30, 50) + 0.5  # no zeros of its own
+    y = shared_dropout(x, 0.3, training=True)
+    kept = y != 0
+    # one decision per (utterance, channel), the same in every frame
+    assert torch.equal(kept, kept[:, :1, :].expand_as(kept))
+    assert torch.allclose(y[kept], (x / 0.7)[kept])
+    share = 1.0 - kept[:, 0, :].float().mean().item()
+    assert abs(share - 0.3) < 4 * math.sqrt(0.3 * 0.7 / (64 * 50))  # 4 sigma
+    assert shared_dropout(x, 0.3, training=False) is x
+    assert shared_dropout(x, 0.0, training=True) is x
+
+
+def test_balancer_acts_on_its_scheduled_share_of_calls():
+    """prob follows its schedule; each training call nudges the gradient with that
+    probability (Python's random), and otherwise passes it unchanged."""
+    x = torch.randn(40, 3)
+    x[:, 0] = -x[:, 0].abs() - 0.5   # out of limits: every acting call changes channel 0
+    grad = torch.randn(40, 3)
+    bal = Balancer(True, min_positive=0.05, max_positive=0.95, min_abs=0.0,
+                   prob=ScheduledFloat((0.0, 0.5), (100.0, 0.1))).train()
+    assert bal.prob == 0.5
+    apply_schedules(bal, 50.0)
+    assert bal.prob == pytest.approx(0.3)
+    random.seed(3)
+    acted = sum(not torch.equal(_grad_through(bal, x, grad), grad) for _ in range(400))
+    random.seed(3)
+    want = sum(random.random() < 0.3 for _ in range(400))
+    assert acted == want
+    apply_schedules(bal, 1000.0)
+    assert bal.prob == pytest.approx(0.1)
+
+
+def test_whiten_acts_often_while_above_its_limit_and_rarely_once_below():
+    torch.manual_seed(0)
+    white = torch.randn(500, 4)                                   # metric ~1
+    skewed = torch.randn(500, 1) * torch.tensor([[1.0, 2.0, -1.0, 0.5]]) \
+        + 0.01 * torch.randn(500, 4)                              # metric ~4
+    grad = torch.randn(500, 4)
+    w = Whiten(True, limit=2.0, grad_scale=0.1, min_prob=0.0, max_prob=1.0).train()
+    assert w.current_prob() == 1.0          # at first: as if above the limit
+    assert not torch.equal(_grad_through(w, skewed, grad), grad)
+    assert w.current_prob() == 1.0
+    assert torch.equal(_grad_through(w, white, grad), grad)  # measured below the limit
+    assert w.current_prob() == 0.0
+    # min_prob 0: it does not act (nor measure) again, even on skewed features
+    assert torch.equal(_grad_through(w, skewed, grad), grad)
 
 
 def test_whitening_metric_and_whiten_gradient():

@@ -10,14 +10,14 @@ with BiasNorm, and each bypass mixes input and output with a learnt per-channel 
 """
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 
 from wenet.zipformer.attention import (NonlinAttention, RelPositionMultiheadAttentionWeights,
                                        SelfAttention)
 from wenet.zipformer.scaling import (Balancer, BiasNorm, ScheduledFloat, Whiten,
-                                     limit_param_value, scheduled, sequence_keep_mask, swoosh_l,
+                                     limit_param_value, scheduled, shared_dropout, swoosh_l,
                                      swoosh_r)
 
 
@@ -32,20 +32,22 @@ def _shrink_init(linear: torch.nn.Linear, scale: float) -> torch.nn.Linear:
 
 
 class FeedForward(torch.nn.Module):
-    """Linear -> SwooshL -> dropout (scheduled) -> Linear."""
+    """Linear -> SwooshL -> dropout (scheduled; one mask per utterance shared over time,
+    as icefall's feed-forward modules) -> Linear."""
 
-    def __init__(self, dim: int, hidden: int, dropout: ScheduledFloat, use_balancers: bool):
+    def __init__(self, dim: int, hidden: int, dropout: ScheduledFloat, use_balancers: bool,
+                 balancer_prob: Optional[ScheduledFloat] = None):
         super().__init__()
         self.in_proj = torch.nn.Linear(dim, hidden)
         self.balancer = Balancer(use_balancers, min_positive=0.2, max_positive=1.0,
-                                 min_abs=0.75, max_abs=5.0)
+                                 min_abs=0.75, max_abs=5.0, prob=balancer_prob)
         self.out_proj = _shrink_init(torch.nn.Linear(hidden, dim), 0.1)
         self.dropout_p = 0.0
         scheduled(self, "dropout_p", dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = swoosh_l(self.balancer(self.in_proj(x)))
-        h = torch.nn.functional.dropout(h, p=self.dropout_p, training=self.training)
+        h = shared_dropout(h, self.dropout_p, self.training)
         return self.out_proj(h)
 
 
@@ -57,7 +59,8 @@ class ConvolutionModule(torch.nn.Module):
     those earlier frames (empty for a whole utterance: zeros, the left padding).
     """
 
-    def __init__(self, dim: int, kernel_size: int, causal: bool, use_balancers: bool):
+    def __init__(self, dim: int, kernel_size: int, causal: bool, use_balancers: bool,
+                 balancer_prob: Optional[ScheduledFloat] = None):
         super().__init__()
         if kernel_size < 3 or kernel_size % 2 == 0:
             raise ValueError(f"cnn_module_kernel must be odd and >= 3, got {kernel_size}")
@@ -67,15 +70,15 @@ class ConvolutionModule(torch.nn.Module):
         self.depthwise = torch.nn.Conv1d(dim, dim, kernel_size, groups=dim,
                                          padding=0 if causal else kernel_size // 2)
         self.balancer = Balancer(use_balancers, min_positive=0.05, max_positive=1.0,
-                                 min_abs=0.2, max_abs=10.0)
+                                 min_abs=0.2, max_abs=10.0, prob=balancer_prob)
         self.out_proj = _shrink_init(torch.nn.Linear(dim, dim), 0.1)
 
     def forward(self, x: torch.Tensor, valid: torch.Tensor, cache: torch.Tensor
                 ) -> Tuple[torch.Tensor, torch.Tensor]:
         """x (B, T, C), valid (B, T, 1) bool, cache (B, kernel-1 or 0, C) ->
         (out (B, T, C), new cache (B, kernel - 1, C); empty when not causal)."""
-        x, gate = self.in_proj(x).chunk(2, dim=-1)
-        x = (x * torch.sigmoid(gate)).masked_fill(~valid, 0.0)
+        # first half times sigmoid(second half), in one operation
+        x = torch.nn.functional.glu(self.in_proj(x), dim=-1).masked_fill(~valid, 0.0)
         new_cache = cache
         if self.causal:
             if cache.size(1) == 0:
@@ -99,10 +102,10 @@ class BypassModule(torch.nn.Module):
         scheduled(self, "scale_min", scale_min)
 
     def forward(self, orig: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        scale = self.scale
         if not torch.jit.is_scripting() and not torch.jit.is_tracing() and self.training:
-            scale = limit_param_value(scale, self.scale_min, 1.0)
-        return orig + (x - orig) * scale
+            # the same interpolation in one operation (the exports keep the formula)
+            return torch.lerp(orig, x, limit_param_value(self.scale, self.scale_min, 1.0))
+        return orig + (x - orig) * self.scale
 
 
 class ZipformerEncoderLayer(torch.nn.Module):
@@ -116,7 +119,7 @@ class ZipformerEncoderLayer(torch.nn.Module):
     def __init__(self, dim: int, num_heads: int, feedforward_dim: int, query_head_dim: int,
                  pos_head_dim: int, value_head_dim: int, pos_dim: int, cnn_module_kernel: int,
                  causal: bool, dropout_rate: float = 0.1, use_balancers: bool = False,
-                 schedule_scale: float = 1.0):
+                 schedule_scale: float = 1.0, sparse_balancers: bool = False):
         super().__init__()
         self.dim = dim
 
@@ -124,22 +127,29 @@ class ZipformerEncoderLayer(torch.nn.Module):
             return ScheduledFloat(*points, scale=schedule_scale)
 
         self.attn_weights = RelPositionMultiheadAttentionWeights(
-            dim, pos_dim, num_heads, query_head_dim, pos_head_dim, use_whiten=use_balancers)
+            dim, pos_dim, num_heads, query_head_dim, pos_head_dim, use_whiten=use_balancers,
+            whiten_probs=(0.025, 0.25) if sparse_balancers else (1.0, 1.0))
         ff_dropout = sched((0.0, 0.3), (20000.0, dropout_rate))
-        self.ff1 = FeedForward(dim, feedforward_dim * 3 // 4, ff_dropout, use_balancers)
-        self.ff2 = FeedForward(dim, feedforward_dim, ff_dropout, use_balancers)
-        self.ff3 = FeedForward(dim, feedforward_dim * 5 // 4, ff_dropout, use_balancers)
+        # balancers act on half of the batches at first, an eighth later (icefall's default)
+        bal_prob = sched((0.0, 0.5), (8000.0, 0.125)) if sparse_balancers else None
+        self.ff1 = FeedForward(dim, feedforward_dim * 3 // 4, ff_dropout, use_balancers, bal_prob)
+        self.ff2 = FeedForward(dim, feedforward_dim, ff_dropout, use_balancers, bal_prob)
+        self.ff3 = FeedForward(dim, feedforward_dim * 5 // 4, ff_dropout, use_balancers, bal_prob)
         self.nonlin_attn = NonlinAttention(dim, dim * 3 // 4)
         self.self_attn1 = SelfAttention(dim, num_heads, value_head_dim)
         self.self_attn2 = SelfAttention(dim, num_heads, value_head_dim)
-        self.conv1 = ConvolutionModule(dim, cnn_module_kernel, causal, use_balancers)
-        self.conv2 = ConvolutionModule(dim, cnn_module_kernel, causal, use_balancers)
+        self.conv1 = ConvolutionModule(dim, cnn_module_kernel, causal, use_balancers, bal_prob)
+        self.conv2 = ConvolutionModule(dim, cnn_module_kernel, causal, use_balancers, bal_prob)
         self.bypass_mid = BypassModule(dim, sched((0.0, 0.5), (20000.0, 0.2)))
         self.bypass = BypassModule(dim, sched((0.0, 0.9), (20000.0, 0.2)))
         self.norm = BiasNorm(dim)
         self.balancer = Balancer(use_balancers, min_positive=0.45, max_positive=0.55,
-                                 min_abs=0.2, max_abs=4.0)
-        self.whiten = Whiten(use_balancers, limit=5.0)
+                                 min_abs=0.2, max_abs=4.0, prob=bal_prob)
+        # whitening: on a quarter of the calls while the metric is above its limit, a
+        # fortieth once it is below (icefall's (0.025, 0.25))
+        whiten_probs = (0.025, 0.25) if sparse_balancers else (1.0, 1.0)
+        self.whiten = Whiten(use_balancers, limit=5.0, min_prob=whiten_probs[0],
+                             max_prob=whiten_probs[1])
         self.attention_skip_rate = 0.0
         self.conv_skip_rate = 0.0
         self.ff_skip_rate = 0.0
@@ -153,10 +163,27 @@ class ZipformerEncoderLayer(torch.nn.Module):
         self.cache_width = self.key_dim + self.nonlin_dim + 2 * self.value_dim
         self.conv_lorder = self.conv1.lorder
 
-    def _add(self, x: torch.Tensor, y: torch.Tensor, drop_rate: float) -> torch.Tensor:
-        """x + y, with y dropped for a random share of the utterances in training."""
-        keep = sequence_keep_mask(y, drop_rate, self.training)
-        return x + y if keep is None else x + y * keep
+    def _keep_masks(self, x: torch.Tensor) -> Optional[torch.Tensor]:
+        """Training: (7, B, 1, 1) of 0/1, row i keeping or dropping (per utterance) the
+        i-th skippable module's output (non-linear attention, self-attention 1,
+        convolution 1, feed-forward 2, self-attention 2, convolution 2, feed-forward 3), at
+        the current skip rates; drawn in one go. None when nothing can be dropped."""
+        if not self.training:
+            return None
+        att, conv, ff = self.attention_skip_rate, self.conv_skip_rate, self.ff_skip_rate
+        if att <= 0.0 and conv <= 0.0 and ff <= 0.0:
+            return None
+        rates = torch.tensor([att, att, conv, ff, att, conv, ff], device=x.device)
+        draw = torch.rand(7, x.size(0), device=x.device)
+        return (draw >= rates.unsqueeze(1)).to(x.dtype).view(7, x.size(0), 1, 1)
+
+    @staticmethod
+    def _add(x: torch.Tensor, y: torch.Tensor, keep: Optional[torch.Tensor], i: int
+             ) -> torch.Tensor:
+        """x + y, with y dropped where row i of ``keep`` is 0."""
+        if keep is None:
+            return x + y
+        return torch.addcmul(x, y, keep[i])
 
     def forward(self, x: torch.Tensor, pos_emb: torch.Tensor, mask: torch.Tensor,
                 valid: torch.Tensor, att_cache: torch.Tensor, conv_cache: torch.Tensor,
@@ -169,20 +196,21 @@ class ZipformerEncoderLayer(torch.nn.Module):
         kd, nd, vd = self.key_dim, self.nonlin_dim, self.value_dim
         orig = x
         weights, keys = self.attn_weights(x, pos_emb, mask, att_cache[..., :kd])
+        keep = self._keep_masks(x)
         x = x + self.ff1(x)
         out, nl_values = self.nonlin_attn(x, weights[:, 0], att_cache[..., kd:kd + nd])
-        x = self._add(x, out, self.attention_skip_rate)
+        x = self._add(x, out, keep, 0)
         out, values1 = self.self_attn1(x, weights, att_cache[..., kd + nd:kd + nd + vd])
-        x = self._add(x, out, self.attention_skip_rate)
+        x = self._add(x, out, keep, 1)
         out, conv_cache1 = self.conv1(x, valid, conv_cache[..., :self.dim])
-        x = self._add(x, out, self.conv_skip_rate)
-        x = self._add(x, self.ff2(x), self.ff_skip_rate)
+        x = self._add(x, out, keep, 2)
+        x = self._add(x, self.ff2(x), keep, 3)
         x = self.bypass_mid(orig, x)
         out, values2 = self.self_attn2(x, weights, att_cache[..., kd + nd + vd:])
-        x = self._add(x, out, self.attention_skip_rate)
+        x = self._add(x, out, keep, 4)
         out, conv_cache2 = self.conv2(x, valid, conv_cache[..., self.dim:])
-        x = self._add(x, out, self.conv_skip_rate)
-        x = self._add(x, self.ff3(x), self.ff_skip_rate)
+        x = self._add(x, out, keep, 5)
+        x = self._add(x, self.ff3(x), keep, 6)
         x = self.norm(self.balancer(x))
         x = self.whiten(self.bypass(orig, x))
         if not keep_cache:

@@ -72,6 +72,7 @@ class ZipformerEncoder(StreamingEncoder):
                  chunk_size: Sequence[int] = (16, 32, 64, -1),
                  left_context_frames: Sequence[int] = (64, 128, 256, -1),
                  dropout_rate: float = 0.1, use_balancers: bool = False,
+                 sparse_balancers: bool = False,
                  schedule_scale: float = 1.0, frontend_channels: Sequence[int] = (8, 32, 128),
                  frontend_activation: str = "swoosh_r", global_cmvn: Optional[GlobalCMVN] = None):
         super().__init__()
@@ -100,7 +101,8 @@ class ZipformerEncoder(StreamingEncoder):
                 num_heads=heads[i], feedforward_dim=ffs[i], query_head_dim=qdims[i],
                 pos_head_dim=pdims[i], value_head_dim=vdims[i],
                 cnn_module_kernel=kernels[i], causal=causal, dropout_rate=dropout_rate,
-                use_balancers=use_balancers), schedule_scale)
+                use_balancers=use_balancers, sparse_balancers=sparse_balancers),
+                schedule_scale)
             for i in range(n)])
         self.output_downsample = SimpleDownsample(output_downsampling_factor)
         self.output_factor = output_downsampling_factor

@@ -17,10 +17,18 @@ of positive values into [min_positive, max_positive] and its RMS into
 [min_abs, max_abs]; Whiten pushes the features' covariance towards a multiple of the
 identity when its "whiteness" metric exceeds a limit. The encoder switches them on
 with ``use_balancers``.
+
+As in icefall, neither needs to act on every batch: a Balancer acts with a probability
+that may follow a schedule (the Zipformer block: 0.5 at batch 0 down to 0.125 at batch
+8000, times ``schedule_scale``), a Whiten with probability ``max_prob`` while its last
+measured metric was above the limit and ``min_prob`` once it was below. The draw is on
+the host (Python's ``random``, seeded with the run) so no device sync is needed; the
+backward pass of a skipped call is the plain identity's.
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+import random
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -195,20 +203,34 @@ class _BalanceGrad(torch.autograd.Function):
 
 
 class _GradientOnly(torch.nn.Module):
-    """Identity forward; in training (when enabled, and when ``x`` needs a gradient) ``x``
-    passes through ``_nudge``, an autograd function that changes only its gradient.
-    Scripted or traced: the identity."""
+    """Identity forward; in training (when enabled, when ``x`` needs a gradient, and with
+    probability ``self.prob`` (a float attribute, 1.0 by default) per call) ``x`` passes
+    through ``_nudge``, an autograd function that changes only its gradient. Scripted or
+    traced: the identity."""
 
     def __init__(self, enabled: bool):
         super().__init__()
         self.enabled = enabled
+        self.prob = 1.0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if torch.jit.is_scripting() or torch.jit.is_tracing():
             return x
         if not (self.enabled and self.training and x.requires_grad):
             return x
+        return self._maybe_nudge(x)
+
+    @torch.jit.unused
+    def _maybe_nudge(self, x: torch.Tensor) -> torch.Tensor:
+        prob = self.current_prob()
+        if prob < 1.0 and random.random() >= prob:
+            return x
         return self._nudge(x)
+
+    @torch.jit.unused
+    def current_prob(self) -> float:
+        """The probability that the next training call acts."""
+        return self.prob
 
     @torch.jit.unused
     def _nudge(self, x: torch.Tensor) -> torch.Tensor:
@@ -221,10 +243,13 @@ class Balancer(_GradientOnly):
     [min_positive, max_positive] and an RMS in [min_abs, max_abs]."""
 
     def __init__(self, enabled: bool, min_positive: float = 0.05, max_positive: float = 0.95,
-                 min_abs: float = 0.2, max_abs: float = 100.0, grad_scale: float = 0.04):
+                 min_abs: float = 0.2, max_abs: float = 100.0, grad_scale: float = 0.04,
+                 prob: Optional[ScheduledFloat] = None):
         super().__init__(enabled)
         self.limits = (min_positive, max_positive, min_abs, max_abs)
         self.grad_scale = grad_scale
+        if prob is not None:  # acts on a scheduled share of the calls (module docstring)
+            scheduled(self, "prob", prob)
 
     @torch.jit.unused
     def _nudge(self, x: torch.Tensor) -> torch.Tensor:
@@ -241,9 +266,10 @@ def whitening_metric(x: torch.Tensor) -> torch.Tensor:
 
 class _WhitenGrad(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x: torch.Tensor, limit: float, grad_scale: float) -> torch.Tensor:
+    def forward(ctx, x: torch.Tensor, limit: float, grad_scale: float,
+                above: List[bool]) -> torch.Tensor:
         ctx.save_for_backward(x)
-        ctx.limit, ctx.grad_scale = limit, grad_scale
+        ctx.limit, ctx.grad_scale, ctx.above = limit, grad_scale, above
         return x.view_as(x)
 
     @staticmethod
@@ -252,32 +278,47 @@ class _WhitenGrad(torch.autograd.Function):
         with torch.enable_grad():
             xd = x.detach().float().requires_grad_(True)
             metric = whitening_metric(xd.reshape(-1, xd.size(-1)))
-            if float(metric.detach()) <= ctx.limit:
-                return grad, None, None
+            ctx.above[0] = float(metric.detach()) > ctx.limit
+            if not ctx.above[0]:
+                return grad, None, None, None
             (metric_grad,) = torch.autograd.grad(metric, xd)
         scale = ctx.grad_scale * grad.float().norm() / (metric_grad.norm() + 1e-20)
-        return (grad.float() + scale * metric_grad).to(grad.dtype), None, None
+        return (grad.float() + scale * metric_grad).to(grad.dtype), None, None, None
 
 
 class Whiten(_GradientOnly):
     """Identity forward; in training (when enabled), if ``whitening_metric`` of the
     features (last dim) exceeds ``limit``, the gradient gets a term (of norm
-    ``grad_scale`` times its own) that lowers the metric."""
+    ``grad_scale`` times its own) that lowers the metric. It acts with probability
+    ``max_prob`` while the last metric it measured was above the limit (and at first),
+    ``min_prob`` after one below."""
 
-    def __init__(self, enabled: bool, limit: float = 10.0, grad_scale: float = 0.01):
+    def __init__(self, enabled: bool, limit: float = 10.0, grad_scale: float = 0.01,
+                 min_prob: float = 1.0, max_prob: float = 1.0):
         super().__init__(enabled)
         self.limit = limit
         self.grad_scale = grad_scale
+        self.min_prob, self.max_prob = min_prob, max_prob
+        self._above = [True]  # the last measured metric was above the limit (backward)
+
+    @torch.jit.unused
+    def current_prob(self) -> float:
+        return self.max_prob if self._above[0] else self.min_prob
 
     @torch.jit.unused
     def _nudge(self, x: torch.Tensor) -> torch.Tensor:
-        return _WhitenGrad.apply(x, self.limit, self.grad_scale)
+        return _WhitenGrad.apply(x, self.limit, self.grad_scale, self._above)
 
 
-def sequence_keep_mask(x: torch.Tensor, drop_rate: float, training: bool
-                       ) -> Optional[torch.Tensor]:
-    """(B, 1, 1) of 0/1 that drops a module's output for a random share ``drop_rate`` of
-    the utterances (stochastic depth); None when nothing is dropped."""
-    if not training or drop_rate <= 0.0:
-        return None
-    return (torch.rand(x.size(0), 1, 1, device=x.device) >= drop_rate).to(x.dtype)
+def shared_dropout(x: torch.Tensor, p: float, training: bool, shared_dim: int = -2
+                   ) -> torch.Tensor:
+    """Dropout whose mask is the same along ``shared_dim`` (icefall's ``Dropout3``; the
+    feed-forward modules share it over time): the kept channels are scaled by 1 / (1 - p).
+    One random number per (utterance, channel) instead of per element, which on a CPU is
+    most of the cost of dropout on a (B, T, hidden) tensor."""
+    if not training or p <= 0.0:
+        return x
+    shape = list(x.shape)
+    shape[shared_dim] = 1
+    keep = (torch.rand(shape, device=x.device) >= p).to(x.dtype) * (1.0 / (1.0 - p))
+    return x * keep

@@ -217,6 +217,32 @@ def test_tensors_at_different_update_counts_are_updated_as_if_alone():
         assert torch.allclose(alone, together[i], rtol=1e-12, atol=1e-15), i
 
 
+def test_parameter_groups_are_updated_as_separate_optimizers():
+    """Each parameter group keeps its own flat buffers and options (lr here); without
+    clipping, one optimizer over two groups equals one optimizer per group."""
+    gen = torch.Generator().manual_seed(4)
+    conf = dict(CONF, clipping_scale=None)
+    init = [torch.randn(s, generator=gen, dtype=torch.float64) for s in ((3, 2), (4,), (5,))]
+    grads = [[torch.randn(x.shape, generator=gen, dtype=torch.float64) for x in init]
+             for _ in range(6)]
+    both = [torch.nn.Parameter(x.clone()) for x in init]
+    opt = ScaledAdam([{"params": both[:2]}, {"params": both[2:], "lr": 0.01}], **conf)
+    apart = [torch.nn.Parameter(x.clone()) for x in init]
+    opts = [ScaledAdam(apart[:2], **conf), ScaledAdam(apart[2:], **dict(conf, lr=0.01))]
+    for step_grads in grads:
+        for p, q, g in zip(both, apart, step_grads):
+            p.grad, q.grad = g.clone(), g.clone()
+        opt.step()
+        for o in opts:
+            o.step()
+    for p, q in zip(both, apart):
+        assert torch.equal(p, q)
+    # the state keeps one entry per tensor, shaped like it
+    for p in both:
+        assert opt.state[p]["delta"].shape == p.shape
+        assert opt.state[p]["scale_grads"].shape == (CONF["size_update_period"],)
+
+
 def test_bad_options_are_named():
     with pytest.raises(ValueError, match="scaled_adam"):
         build_optimizer([torch.nn.Parameter(torch.ones(2))], "scaled_adam", {"nope": 1})

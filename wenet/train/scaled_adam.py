@@ -200,26 +200,28 @@ class ScaledAdam(torch.optim.Optimizer):
         return loss
 
     @staticmethod
-    def _adam_directions(group: Dict[str, Any], grads: List[torch.Tensor],
-                         states: List[Dict[str, Any]], step: int) -> List[torch.Tensor]:
-        """grad / (sqrt(bias-corrected second moment) + eps) per tensor, after updating the
-        moments."""
+    def _adam_denominators(group: Dict[str, Any], grads: List[torch.Tensor],
+                           states: List[Dict[str, Any]], step: int
+                           ) -> Tuple[List[torch.Tensor], float]:
+        """After updating the second moments v: (sqrt(v) + eps * sqrt(c), sqrt(c)) with c
+        the bias correction, so that grad / (sqrt(v / c) + eps) = grad * sqrt(c) / denom
+        (two passes over the moments instead of three)."""
         beta2 = group["betas"][1]
         exp_avg_sq = [s["exp_avg_sq"] for s in states]
         torch._foreach_mul_(exp_avg_sq, beta2)
         torch._foreach_addcmul_(exp_avg_sq, grads, grads, value=1 - beta2)
-        denom = torch._foreach_div(exp_avg_sq, 1 - beta2 ** (step + 1))
-        torch._foreach_sqrt_(denom)
-        torch._foreach_add_(denom, group["eps"])
-        return torch._foreach_div(grads, denom)
+        root_c = math.sqrt(1 - beta2 ** (step + 1))
+        denom = torch._foreach_sqrt(exp_avg_sq)
+        torch._foreach_add_(denom, group["eps"] * root_c)
+        return denom, root_c
 
     def _step_scalars(self, group: Dict[str, Any], params: List[torch.Tensor],
                       grads: List[torch.Tensor], states: List[Dict[str, Any]],
                       step: int) -> None:
         lr = group["lr"] * group["scalar_lr_scale"]
         deltas = [s["delta"] for s in states]
-        directions = self._adam_directions(group, grads, states, step)
-        torch._foreach_add_(deltas, directions, alpha=-lr * (1 - group["betas"][0]))
+        denom, root_c = self._adam_denominators(group, grads, states, step)
+        torch._foreach_addcdiv_(deltas, grads, denom, value=-lr * (1 - group["betas"][0]) * root_c)
         torch._foreach_add_(params, deltas)
         torch._foreach_clamp_min_(params, -group["scalar_max"])
         torch._foreach_clamp_max_(params, group["scalar_max"])
@@ -241,11 +243,11 @@ class ScaledAdam(torch.optim.Optimizer):
         else:
             rms = torch.stack([s["param_rms"] for s in states])
         deltas = [s["delta"] for s in states]
-        directions = self._adam_directions(group, grads, states, step)
+        denom, root_c = self._adam_denominators(group, grads, states, step)
         factors = rms.clamp(group["param_min_rms"], group["param_max_rms"]) * (
-            -group["lr"] * (1 - beta1))
-        torch._foreach_mul_(directions, list(factors.unbind(0)))
-        torch._foreach_add_(deltas, directions)
+            -group["lr"] * (1 - beta1) * root_c)
+        # delta += factor_i * grad / denom, one pass (a vector of per-tensor factors)
+        torch._foreach_addcdiv_(deltas, grads, denom, factors)
         torch._foreach_add_(params, deltas)
 
     @staticmethod

@@ -169,9 +169,9 @@ def main() -> None:
                         loader.wait()
                 results[(threads, load)] = {n: statistics.median(v) for n, v in rates.items()}
     names = [r.name for r in runners]
-    print("\n| threads | other core loaded | " + " | ".join(f"{n} audio s/s" for n in names)
-          + " | " + " | ".join(f"{n} / {names[0]}" for n in names[1:]) + " |")
-    print("|---:|---|" + "---:|" * (2 * len(names) - 1))
+    heads = [f"{n} audio s/s" for n in names] + [f"{n} / {names[0]}" for n in names[1:]]
+    print("\n| threads | other core loaded | " + " | ".join(heads) + " |")
+    print("|---:|---|" + "---:|" * len(heads))
     for (threads, load), row in results.items():
         cells = [f"{row[n]:.1f}" for n in names]
         base = results.get((threads, 0))

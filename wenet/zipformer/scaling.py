@@ -106,8 +106,10 @@ class BiasNorm(torch.nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rms = ((x - self.bias) ** 2).mean(dim=-1, keepdim=True).add(self.eps).sqrt()
-        return x / rms * self.log_scale.exp()
+        # the per-frame factor exp(g) / RMS is formed on the (..., 1) statistics, so the
+        # full-size tensor is multiplied once
+        scale = ((x - self.bias) ** 2).mean(dim=-1, keepdim=True).add(self.eps).rsqrt()
+        return x * (scale * self.log_scale.exp())
 
 
 class ScheduledFloat:

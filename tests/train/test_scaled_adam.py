@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from wenet.train.optim import build_optimizer
-from wenet.train.scaled_adam import ScaledAdam
+from wenet.train.scaled_adam import ScaledAdam, add_scaled_ratio
 
 CONF = dict(lr=0.05, betas=(0.9, 0.98), scalar_lr_scale=0.1, eps=1e-8, param_min_rms=1e-5,
             param_max_rms=3.0, scalar_max=2.0, size_update_period=2, clipping_scale=0.8)
@@ -241,6 +241,39 @@ def test_parameter_groups_are_updated_as_separate_optimizers():
     for p in both:
         assert opt.state[p]["delta"].shape == p.shape
         assert opt.state[p]["scale_grads"].shape == (CONF["size_update_period"],)
+
+
+def test_per_tensor_factors_give_the_same_update_with_or_without_host_scalars():
+    """The CPU path hands foreach a vector of factors; other devices divide the
+    denominators first (foreach reads scalar vectors only from host memory)."""
+    gen = torch.Generator().manual_seed(2)
+    shapes = [(3, 4), (5,), (2, 2, 2)]
+    num = [torch.randn(s, generator=gen, dtype=torch.float64) for s in shapes]
+    den = [torch.rand(s, generator=gen, dtype=torch.float64) + 0.5 for s in shapes]
+    factors = torch.tensor([0.3, -2.0, 1e-3], dtype=torch.float64)
+    base = [torch.randn(s, generator=gen, dtype=torch.float64) for s in shapes]
+    want = [b + f * n / d for b, f, n, d in zip(base, factors.tolist(), num, den)]
+    for host in (True, False):
+        out = [b.clone() for b in base]
+        add_scaled_ratio(out, num, [d.clone() for d in den], factors, host_factors=host)
+        for o, w in zip(out, want):
+            assert torch.allclose(o, w, rtol=1e-14, atol=0), host
+
+
+def test_a_step_never_reads_device_values_on_the_host():
+    """Parameters on the meta device (shapes, no data): any host read or host-only
+    foreach argument in the update would raise. Clipping needs the norm on the host
+    (one sync an update), so it is off here."""
+    params = [torch.nn.Parameter(torch.empty(3, 4, device="meta")),
+              torch.nn.Parameter(torch.empty(5, device="meta")),
+              torch.nn.Parameter(torch.empty(1, device="meta"))]
+    opt = ScaledAdam(params, clipping_scale=None, size_update_period=2)
+    for _ in range(5):  # through two size updates
+        for p in params:
+            p.grad = torch.empty_like(p)
+        opt.step()
+    assert all(p.device.type == "meta" for p in params)
+    assert opt.state[params[0]]["step"] == 5
 
 
 def test_bad_options_are_named():

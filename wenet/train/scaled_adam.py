@@ -246,8 +246,7 @@ class ScaledAdam(torch.optim.Optimizer):
         denom, root_c = self._adam_denominators(group, grads, states, step)
         factors = rms.clamp(group["param_min_rms"], group["param_max_rms"]) * (
             -group["lr"] * (1 - beta1) * root_c)
-        # delta += factor_i * grad / denom, one pass (a vector of per-tensor factors)
-        torch._foreach_addcdiv_(deltas, grads, denom, factors)
+        add_scaled_ratio(deltas, grads, denom, factors)
         torch._foreach_add_(params, deltas)
 
     @staticmethod
@@ -269,6 +268,21 @@ class ScaledAdam(torch.optim.Optimizer):
         scale_step = torch.minimum(scale_step, (group["param_max_rms"] - rms) / rms)
         changes = torch._foreach_mul(params, list((scale_step * (1 - beta1)).unbind(0)))
         torch._foreach_add_([s["delta"] for s in states], changes)
+
+
+def add_scaled_ratio(out: List[torch.Tensor], num: List[torch.Tensor], den: List[torch.Tensor],
+                     factors: torch.Tensor, host_factors: Optional[bool] = None) -> None:
+    """out[i] += factors[i] * num[i] / den[i] for every tensor i (``den`` may be changed).
+    foreach reads a vector of scalars only from host memory, so a CPU tensor of factors
+    goes in one pass; on another device (or with ``host_factors`` False) the factors
+    divide ``den`` first, which needs no copy to the host and no sync."""
+    if host_factors is None:
+        host_factors = factors.device.type == "cpu"
+    if host_factors:
+        torch._foreach_addcdiv_(out, num, den, factors)
+    else:
+        torch._foreach_div_(den, list(factors.unbind(0)))
+        torch._foreach_addcdiv_(out, num, den)
 
 
 def _rms(p: torch.Tensor) -> torch.Tensor:

@@ -126,12 +126,15 @@ class ZipformerEncoderLayer(torch.nn.Module):
         def sched(*points: Tuple[float, float]) -> ScheduledFloat:
             return ScheduledFloat(*points, scale=schedule_scale)
 
+        # sparse_balancers: balancers act on half of the batches at first, an eighth later;
+        # whitening on a quarter of the calls while its metric is above the limit, a
+        # fortieth once below (icefall's defaults)
+        bal_prob = sched((0.0, 0.5), (8000.0, 0.125)) if sparse_balancers else None
+        whiten_probs = (0.025, 0.25) if sparse_balancers else (1.0, 1.0)
         self.attn_weights = RelPositionMultiheadAttentionWeights(
             dim, pos_dim, num_heads, query_head_dim, pos_head_dim, use_whiten=use_balancers,
-            whiten_probs=(0.025, 0.25) if sparse_balancers else (1.0, 1.0))
+            whiten_probs=whiten_probs)
         ff_dropout = sched((0.0, 0.3), (20000.0, dropout_rate))
-        # balancers act on half of the batches at first, an eighth later (icefall's default)
-        bal_prob = sched((0.0, 0.5), (8000.0, 0.125)) if sparse_balancers else None
         self.ff1 = FeedForward(dim, feedforward_dim * 3 // 4, ff_dropout, use_balancers, bal_prob)
         self.ff2 = FeedForward(dim, feedforward_dim, ff_dropout, use_balancers, bal_prob)
         self.ff3 = FeedForward(dim, feedforward_dim * 5 // 4, ff_dropout, use_balancers, bal_prob)
@@ -145,9 +148,6 @@ class ZipformerEncoderLayer(torch.nn.Module):
         self.norm = BiasNorm(dim)
         self.balancer = Balancer(use_balancers, min_positive=0.45, max_positive=0.55,
                                  min_abs=0.2, max_abs=4.0, prob=bal_prob)
-        # whitening: on a quarter of the calls while the metric is above its limit, a
-        # fortieth once it is below (icefall's (0.025, 0.25))
-        whiten_probs = (0.025, 0.25) if sparse_balancers else (1.0, 1.0)
         self.whiten = Whiten(use_balancers, limit=5.0, min_prob=whiten_probs[0],
                              max_prob=whiten_probs[1])
         self.attention_skip_rate = 0.0

@@ -14,6 +14,7 @@ eval2000_dir=           # swbd: "LDC2002S09/hub5e_00 LDC2002T43" (two dirs, spac
 seed=777                # synth corpus generation seed
 hours=                  # synth_broad: training audio in hours (empty: its default, local/synth_broad/generate.py)
 simulation=default      # synth_broad: room/noise/channel simulation: default | none | 'default,babble=0' ...
+styles=none             # synth_broad: speaker styles: none | 'child=0.3,accent=0.5,reading=0.3,natural=0.2'
 nj=2                    # parallel jobs for data preparation
 num_nodes=1             # training: number of machines
 node_rank=0             # training: this machine's index, 0..num_nodes-1
@@ -89,6 +90,8 @@ Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in co
                                3 lists, 4 train, 5 average+decode+score, 6 export)
   --corpus NAME                synth (default) | synth_broad | speechocean762 | swbd
   --hours H --simulation SPEC  synth_broad: training hours; simulation kinds and shares
+  --styles SPEC                synth_broad: children, Mandarin accent, read-aloud style and
+                               natural voices, each with a share (local/synth_broad/style.py)
   --data_root DIR              corpus location
   --download true              fetch what the corpus lacks (speechocean762: the release;
                                swbd: the MS98 transcriptions)
@@ -137,7 +140,7 @@ Values are checked before anything runs; a bad one stops run.sh naming the optio
 # What each option takes (tools/parse_options.sh checks them as they are set).
 option_types=(
   stage=0..6 stop_stage=0..6 corpus='synth|synth_broad|speechocean762|swbd' download=bool seed=uint
-  hours=float simulation=nonempty
+  hours=float simulation=nonempty styles=nonempty
   nj=posint num_nodes=posint node_rank=uint num_cpu_workers=posint num_workers=uint ddp_timeout=posint
   use_amp='none|bf16|fp16|auto' feat_dir=nonempty data_type='shard|raw'
   num_utts_per_shard=posint prefetch=posint nbpe=uint bpemode='unigram|bpe|char|word'
@@ -264,7 +267,7 @@ if run_stage 0; then
       local/synth_data_prep.sh --nj "${nj}" --seed "${seed}" "${data_root}" data ;;
     synth_broad)
       local/synth_broad_data_prep.sh --nj "${nj}" --seed "${seed}" ${hours:+--hours "${hours}"} \
-        --simulation "${simulation}" "${data_root}" data ;;
+        --simulation "${simulation}" --styles "${styles}" "${data_root}" data ;;
     speechocean762)
       local/speechocean762_data_prep.sh --download "${download}" "${data_root}" data ;;
     swbd)

@@ -14,6 +14,7 @@ hours=            # training audio in hours; empty: the generator's default
 dev_utts=
 test_utts=
 simulation=default
+styles=none
 help_message="Usage: $0 [options] <corpus-dir> <data-dir>
   e.g. $0 --nj 2 --hours 10 corpus/synth_broad data
 Options:
@@ -23,8 +24,11 @@ Options:
   --dev_utts N        utterances in dev
   --test_utts N       utterances in test
   --simulation SPEC   default | none | 'default,babble=0' ... (kinds: rir noise babble band
-                      telephone gain; local/synth_broad/simulate.py) (default ${simulation})"
-option_types=(nj=posint seed=uint hours=float dev_utts=posint test_utts=posint simulation=nonempty)
+                      telephone gain; local/synth_broad/simulate.py) (default ${simulation})
+  --styles SPEC       none | 'child=0.3,accent=0.5,reading=0.3,natural=0.2' (speaker styles;
+                      local/synth_broad/style.py) (default ${styles})"
+option_types=(nj=posint seed=uint hours=float dev_utts=posint test_utts=posint simulation=nonempty
+  styles=nonempty)
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck disable=SC1091
@@ -33,4 +37,4 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [ "$#" -eq 2 ] || { printf '%s\n' "${help_message}" >&2; exit 1; }
 exec "${root}/local/synth_corpus_prep.sh" local.synth_broad.generate "$1" "$2" nj="${nj}" \
   seed="${seed}" hours="${hours}" dev_utts="${dev_utts}" test_utts="${test_utts}" \
-  simulation="${simulation}"
+  simulation="${simulation}" styles="${styles}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-time set-up: a virtualenv in .venv with the pinned requirements, and the
 # Debian packages the built-in corpus needs (text-to-speech engines and sox), the
-# broad corpus's text (wordnet-base, fortunes, fortunes-min: --corpus synth_broad)
+# broad corpus's text (wordnet-base, fortunes, fortunes-min: --corpus synth_broad) and voices
 # and the tests need (chromium, for the browser test of the recognition server).
 # Safe to rerun: it only installs what is missing or pinned differently. path.sh
 # calls it when .venv is missing or was installed from other requirements*.txt,
@@ -13,6 +13,8 @@ venv="${root}/.venv"
 python="${PYTHON:-python3.11}"
 command -v "${python}" > /dev/null 2>&1 || python=python3
 debs=(espeak-ng flite sox wordnet-base fortunes fortunes-min)
+# the broad corpus's festival voices (--styles natural=...)
+debs+=(festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts)
 # needed by the tests only: the browser test of the recognition server's page
 test_debs=(chromium)
 

@@ -101,19 +101,31 @@ def engine_samples(record: dict, tmp_dir: str) -> Tuple[np.ndarray, int]:
     """Run the record's engine (its ``voice`` speaking ``spoken``) → (float32 samples, rate);
     a failed engine or output that is not mono speech at the voice's rate is an error
     naming the utterance."""
-    voice = Voice(**record["voice"])
-    raw = os.path.join(tmp_dir, record["utt"] + ".raw.wav")
-    cmd = voice.command(record["spoken"], record["pitch_offset"], raw)
+    return voice_samples(Voice(**record["voice"]), record["spoken"], record["pitch_offset"],
+                         tmp_dir, record["utt"])
+
+
+def voice_samples(voice: Voice, text: str, pitch_offset: int, tmp_dir: str,
+                  utt: str) -> Tuple[np.ndarray, int]:
+    """``text`` spoken by ``voice`` → (float32 samples, rate); errors name ``utt``."""
+    if voice.engine == "piper":
+        from local.synth.piper_voice import piper_samples
+        samples, rate = piper_samples(voice.name, text, voice.rate)
+        if not np.any(samples):
+            raise RuntimeError(f"utterance {utt}: piper voice {voice.name} gave silence")
+        return samples, rate
+    raw = os.path.join(tmp_dir, utt + ".raw.wav")
+    cmd = voice.command(text, pitch_offset, raw)
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if proc.returncode != 0 or not os.path.exists(raw):
-        raise RuntimeError(f"utterance {record['utt']}: {' '.join(cmd)} failed "
+        raise RuntimeError(f"utterance {utt}: {' '.join(cmd)} failed "
                            f"({proc.returncode}): {proc.stderr.decode(errors='replace').strip()}")
     try:
         samples, rate = sf.read(raw, dtype="float32")
     finally:
         os.remove(raw)
     if rate != voice.sample_rate or samples.ndim != 1 or not np.any(samples):
-        raise RuntimeError(f"utterance {record['utt']}: engine wrote {samples.shape} samples "
+        raise RuntimeError(f"utterance {utt}: engine wrote {samples.shape} samples "
                            f"at {rate} Hz, expected speech (mono, {voice.sample_rate} Hz)")
     return samples, rate
 

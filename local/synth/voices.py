@@ -51,14 +51,24 @@ FLITE_VOICES: Dict[str, Tuple[int, Tuple[int, ...]]] = {
     "slt": (16000, (150, 170, 190)),
 }
 FLITE_STRETCHES = (0.88, 0.96, 1.04, 1.12)
+# festival voice -> (output rate, the voice's own mean F0 in Hz; 0: F0 not settable).
+# Debian: festvox-kallpc16k, festvox-kdlpc16k (diphone voices: Duration_Stretch and the
+# intonation model's target mean F0), festvox-us-slt-hts (HTS: the engine's speed
+# option; its F0 option has no effect through festival, so pitch stays the voice's).
+FESTIVAL_VOICES: Dict[str, Tuple[int, int]] = {
+    "kal_diphone": (16000, 105),
+    "ked_diphone": (16000, 105),
+    "cmu_us_slt_arctic_hts": (32000, 0),
+}
 
 SETS = ("train", "dev", "test")
 
 
 @dataclass(frozen=True)
 class Voice:
-    """One synthesis setting. ``rate``: espeak words/min or flite duration stretch;
-    ``pitch``: espeak 0..99 or flite mean F0 in Hz (0: engine default)."""
+    """One synthesis setting. ``rate``: espeak words/min, or the duration stretch of
+    flite, festival and piper (piper's length scale); ``pitch``: espeak 0..99, or the
+    mean F0 in Hz of flite and festival (0: engine default; piper has none)."""
 
     engine: str
     name: str
@@ -71,19 +81,26 @@ class Voice:
         """Speaker id for utt2spk; no id is a prefix of another (fixed-width tails)."""
         if self.engine == "espeak":
             return f"espeak_{self.name}_{self.variant}_s{int(self.rate):03d}_p{self.pitch:03d}"
-        return f"flite_{self.name}_d{int(round(self.rate * 100)):03d}_f{self.pitch:03d}"
+        return f"{self.engine}_{self.name}_d{int(round(self.rate * 100)):03d}_f{self.pitch:03d}"
 
     @property
     def sample_rate(self) -> int:
         """Rate of the engine's output WAV."""
-        return ESPEAK_RATE_HZ if self.engine == "espeak" else FLITE_VOICES[self.name][0]
+        if self.engine == "espeak":
+            return ESPEAK_RATE_HZ
+        if self.engine == "festival":
+            return FESTIVAL_VOICES[self.name][0]
+        if self.engine == "piper":
+            from local.synth.piper_voice import piper_sample_rate
+            return piper_sample_rate(self.name)
+        return FLITE_VOICES[self.name][0]
 
     @property
     def pitch_jitter(self) -> int:
         """Largest per-utterance pitch offset (engine units); 0 when pitch is not settable."""
         if self.engine == "espeak":
             return 4
-        return 6 if self.pitch else 0
+        return 6 if self.pitch and self.engine != "piper" else 0
 
     def command(self, text: str, pitch_offset: int, out_path: str) -> List[str]:
         """The engine command line that speaks ``text`` into ``out_path``."""
@@ -91,10 +108,38 @@ class Voice:
             pitch = min(99, max(0, self.pitch + pitch_offset))
             return ["espeak-ng", "-v", f"{self.name}+{self.variant}", "-s", str(int(self.rate)),
                     "-p", str(pitch), "-w", out_path, text]
+        if self.engine == "festival":
+            return festival_command(self, text, pitch_offset, out_path)
+        if self.engine != "flite":
+            raise ValueError(f"{self.engine} voices are not spoken by a command")
         cmd = ["flite", "-voice", self.name, "--setf", f"duration_stretch={self.rate:.2f}"]
         if self.pitch:
             cmd += ["--setf", f"int_f0_target_mean={self.pitch + pitch_offset}"]
         return cmd + ["-t", text, "-o", out_path]
+
+
+def _scheme_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def festival_command(voice: Voice, text: str, pitch_offset: int, out_path: str) -> List[str]:
+    """``festival --batch`` speaking ``text`` with a festival ``voice`` into ``out_path``
+    (RIFF): diphone voices stretch durations and set the intonation's mean F0, the HTS
+    voice sets the engine's speed (1 / stretch)."""
+    if voice.name not in FESTIVAL_VOICES:
+        raise ValueError(f"unknown festival voice {voice.name!r}; known: {sorted(FESTIVAL_VOICES)}")
+    steps = [f"(voice_{voice.name})"]
+    if voice.name.endswith("_hts"):
+        steps.append(f'(set! hts_engine_params (append hts_engine_params '
+                     f'(list (list "-r" {1.0 / voice.rate:.4f}))))')
+    else:
+        steps.append(f"(Parameter.set 'Duration_Stretch {voice.rate:.4f})")
+        if voice.pitch:
+            steps.append(f"(set! int_lr_params (cons (list 'target_f0_mean "
+                         f"{voice.pitch + pitch_offset}) int_lr_params))")
+    steps.append(f"(utt.save.wave (utt.synth (Utterance Text {_scheme_string(text)})) "
+                 f"{_scheme_string(out_path)} 'riff)")
+    return ["festival", "--batch", *steps]
 
 
 def _espeak_split(rng: random.Random) -> Dict[str, List[Voice]]:
@@ -119,16 +164,17 @@ def _espeak_split(rng: random.Random) -> Dict[str, List[Voice]]:
 
 
 def flite_split(rng: random.Random, f0_choices: Dict[str, Tuple[int, ...]],
-                stretches: Tuple[float, ...]) -> Dict[str, List[Voice]]:
-    """Per flite voice (name -> its mean-F0 choices; empty: the voice ignores F0), its
-    (duration stretch, F0) grid shuffled: one setting to dev, one to test, the rest to train."""
+                stretches: Tuple[float, ...], engine: str = "flite") -> Dict[str, List[Voice]]:
+    """Per voice of ``engine`` (name -> its mean-F0 choices; empty: the voice ignores F0),
+    its (duration stretch, F0) grid shuffled: one setting to dev, one to test, the rest to
+    train."""
     out: Dict[str, List[Voice]] = {s: [] for s in SETS}
     for name, pitches in f0_choices.items():
         grid = [(st, p) for st in stretches for p in (pitches or (0,))]
         rng.shuffle(grid)
         chosen = {"dev": grid[:1], "test": grid[1:2], "train": grid[2:]}
         for subset, settings in chosen.items():
-            out[subset] += [Voice("flite", name, "", st, p) for st, p in settings]
+            out[subset] += [Voice(engine, name, "", st, p) for st, p in settings]
     return out
 
 

@@ -28,6 +28,7 @@ from local.synth.voices import SETS
 from local.synth_broad import acoustics
 from local.synth_broad.plan import plan_corpus
 from local.synth_broad.simulate import apply_simulation, parse_simulation, share_counts
+from local.synth_broad.style import check_style_engines, parse_styles, render
 from local.synth_broad.text import (MissingPackageError, check_packages, load_sentences,
                                    source_fingerprint, text_statistics, vocabulary)
 
@@ -43,14 +44,22 @@ logger = logging.getLogger(__name__)
 
 
 def corpus_config(seed: int, hours: float, dev_utts: int, test_utts: int,
-                  shares: Dict[str, float], text_id: str) -> dict:
-    """Everything that determines the corpus; its hash identifies a finished corpus."""
-    return {"version": VERSION, "seed": seed, "hours": hours, "dev_utts": dev_utts,
-            "test_utts": test_utts, "simulation": shares, "text": text_id}
+                  shares: Dict[str, float], text_id: str,
+                  styles: Optional[Dict[str, float]] = None) -> dict:
+    """Everything that determines the corpus; its hash identifies a finished corpus
+    (styles only when some share is set, so a corpus without them keeps its hash)."""
+    config = {"version": VERSION, "seed": seed, "hours": hours, "dev_utts": dev_utts,
+              "test_utts": test_utts, "simulation": shares, "text": text_id}
+    if styles and any(styles.values()):
+        config["styles"] = styles
+    return config
 
 
 def engine_audio(record: dict, tmp_dir: str) -> np.ndarray:
-    """The record's sentence spoken by its voice: clean float samples at 16 kHz."""
+    """The record's sentence spoken by its voice (in its style, if any): clean float
+    samples at 16 kHz."""
+    if record.get("style"):
+        return render(record, tmp_dir)
     samples, rate = engine_samples(record, tmp_dir)
     return acoustics.resample_array(samples, rate, acoustics.RATE)
 
@@ -118,12 +127,14 @@ def synthesis_rate(run: SynthesisRun, nj: int) -> dict:
 
 def generate_corpus(data_root: str, seed: int, hours: float, dev_utts: int = DEFAULT_DEV_UTTS,
                     test_utts: int = DEFAULT_TEST_UTTS, simulation: str = "default",
-                    nj: int = 1) -> int:
+                    nj: int = 1, styles: str = "none") -> int:
     """Build (or finish) the corpus in ``data_root``; returns the number of WAVs written."""
     shares = parse_simulation(simulation)
+    style_shares = parse_styles(styles)
     sentences = load_sentences(os.path.join(data_root, "text", "sentences.tsv"))
-    config = corpus_config(seed, hours, dev_utts, test_utts, shares, source_fingerprint())
-    records = plan_corpus(sentences, seed, hours, dev_utts, test_utts, shares)
+    config = corpus_config(seed, hours, dev_utts, test_utts, shares, source_fingerprint(),
+                           style_shares)
+    records = plan_corpus(sentences, seed, hours, dev_utts, test_utts, shares, style_shares)
     shares_planned = share_counts(records)
 
     def synthesise(todo: List[dict]) -> Dict[str, int]:
@@ -162,6 +173,10 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--simulation", default="default",
                         help="default | none | items kind=share, e.g. 'default,babble=0' "
                              "(kinds: rir noise babble band telephone gain)")
+    parser.add_argument("--styles", default="none",
+                        help="none | items kind=share, e.g. 'child=0.3,accent=0.5,reading=0.3,"
+                             "natural=0.2' (kinds: child accent reading natural; "
+                             "local/synth_broad/style.py)")
     return parser
 
 
@@ -172,10 +187,11 @@ def main(argv: Optional[List[str]] = None) -> None:
     try:
         parse_simulation(args.simulation)
         check_packages()
+        check_style_engines(parse_styles(args.styles))
     except (ValueError, MissingPackageError) as e:
         parser.exit(1, f"{parser.prog}: error: {e}\n")
     generate_corpus(args.data_root, args.seed, args.hours, args.dev_utts, args.test_utts,
-                    args.simulation, max(1, args.nj))
+                    args.simulation, max(1, args.nj), args.styles)
 
 
 if __name__ == "__main__":

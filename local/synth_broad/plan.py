@@ -19,10 +19,12 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
-from typing import Dict, Iterator, List, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 from local.synth.voices import SETS, Voice
 from local.synth_broad.simulate import LEAD_RANGE_MS, TAIL_RANGE_MS, draw_simulation
+from local.synth_broad.reading import reading_seconds
+from local.synth_broad.style import draw_style
 from local.synth_broad.text import Sentence
 from local.synth_broad.voices import split_voices
 
@@ -35,15 +37,22 @@ BABBLE_BANK = 64  # training utterances whose clean audio babble is made of
 ESPEAK_OFFSET_S, ESPEAK_PER_LETTER_S = 0.287, 0.0646
 FLITE_OFFSET_S, FLITE_PER_LETTER_S = 0.410, 0.0641
 FLITE_TEMPO = {"kal": 0.93, "kal16": 0.96, "awb": 1.03, "rms": 1.10, "slt": 1.08}
+# festival and piper: flite's fit with their own tempo (not fitted: assumed 1)
 
 
-def estimate_seconds(voice: Voice, spoken: str, pad_ms: Sequence[int] = (0, 0)) -> float:
-    """Predicted length of ``spoken`` in ``voice`` plus the padding, in seconds."""
+def estimate_seconds(voice: Voice, spoken: str, pad_ms: Sequence[int] = (0, 0),
+                     style: Optional[dict] = None) -> float:
+    """Predicted length of ``spoken`` in ``voice`` plus the padding (and a reading
+    style's pauses and slower rate), in seconds."""
     letters = len(re.sub(r"[^a-z]", "", spoken.lower()))
     if voice.engine == "espeak":
         speech = ESPEAK_OFFSET_S + ESPEAK_PER_LETTER_S * letters * 175.0 / voice.rate
     else:
-        speech = FLITE_OFFSET_S + FLITE_PER_LETTER_S * letters * voice.rate * FLITE_TEMPO[voice.name]
+        speech = (FLITE_OFFSET_S + FLITE_PER_LETTER_S * letters * voice.rate
+                  * FLITE_TEMPO.get(voice.name, 1.0))
+    if style and style.get("reading"):
+        pauses, slow = reading_seconds(style["reading"])
+        speech = speech * slow + pauses
     return speech + sum(pad_ms) / 1000.0
 
 
@@ -65,16 +74,22 @@ def sentence_stream(sentences: Sequence[Sentence], rng: random.Random) -> Iterat
 
 
 class VoiceDealer:
-    """Deals a set's voices: flite with probability ``FLITE_SHARE``, else espeak-ng;
-    within an engine a shuffled deck, reshuffled once dealt out."""
+    """Deals a set's voices: flite with probability ``FLITE_SHARE``, festival and piper
+    with ``natural_share / 2`` each, else espeak-ng; within an engine a shuffled deck,
+    reshuffled once dealt out."""
 
-    def __init__(self, voices: Dict[str, List[Voice]], rng: random.Random) -> None:
+    def __init__(self, voices: Dict[str, List[Voice]], rng: random.Random,
+                 natural_share: float = 0.0) -> None:
         self.voices = voices
         self.rng = rng
+        self.natural_share = natural_share
         self.decks: Dict[str, List[Voice]] = {e: [] for e in voices}
 
     def next(self) -> Voice:
-        engine = "flite" if self.rng.random() < FLITE_SHARE else "espeak"
+        u = self.rng.random()
+        engine = ("flite" if u < FLITE_SHARE else
+                  "festival" if u < FLITE_SHARE + self.natural_share / 2 else
+                  "piper" if u < FLITE_SHARE + self.natural_share else "espeak")
         if not self.decks[engine]:
             self.decks[engine] = list(self.voices[engine])
             self.rng.shuffle(self.decks[engine])
@@ -90,19 +105,25 @@ def _record(subset: str, idx: int, sentence: Sentence, voice: Voice, rng: random
 
 
 def plan_corpus(sentences: Sequence[Sentence], seed: int, hours: float, dev_utts: int,
-                test_utts: int, shares: Dict[str, float]) -> List[dict]:
+                test_utts: int, shares: Dict[str, float],
+                styles: Optional[Dict[str, float]] = None) -> List[dict]:
     """One record per utterance: train, dev, then test records (each set sorted by
-    utterance id); training grows until its estimated audio reaches ``hours``."""
+    utterance id); training grows until its estimated audio reaches ``hours``.
+    ``styles``: the shares of ``style.parse_styles`` (None or all 0: no styles, and
+    records exactly as without them)."""
     if hours <= 0 or dev_utts < 1 or test_utts < 1:
         raise ValueError(f"need hours > 0 and at least one dev and test utterance, got "
                          f"{hours} h, {dev_utts} dev, {test_utts} test")
+    styled = bool(styles) and any(styles.values())
+    natural_share = styles["natural"] if styled else 0.0
     stream = sentence_stream(sentences, random.Random(f"{seed}-broad-text"))
-    voices = split_voices(seed)
+    voices = split_voices(seed, natural=natural_share > 0)
     voice_rng = random.Random(f"{seed}-broad-voice-deal")
+    style_rng = random.Random(f"{seed}-broad-style")
     by_set: Dict[str, List[dict]] = {s: [] for s in SETS}
     need = {"test": test_utts, "dev": dev_utts}
     for subset in ("test", "dev", "train"):
-        dealer = VoiceDealer(voices[subset], voice_rng)
+        dealer = VoiceDealer(voices[subset], voice_rng, natural_share)
         seconds = 0.0
         while (len(by_set[subset]) < need[subset]) if subset != "train" else seconds < hours * 3600:
             sentence = next(stream, None)
@@ -110,14 +131,17 @@ def plan_corpus(sentences: Sequence[Sentence], seed: int, hours: float, dev_utts
                 raise ValueError(f"the text runs out after {sum(map(len, by_set.values()))} "
                                  f"utterances; ask for fewer hours than {hours}")
             rec = _record(subset, len(by_set[subset]), sentence, dealer.next(), voice_rng)
+            if styled:
+                rec["style"] = draw_style(style_rng, Voice(**rec["voice"]), rec["spoken"], styles)
             by_set[subset].append(rec)
-            seconds += estimate_seconds(Voice(**rec["voice"]), rec["spoken"], NOMINAL_PAD_MS)
+            seconds += estimate_seconds(Voice(**rec["voice"]), rec["spoken"], NOMINAL_PAD_MS,
+                                        rec.get("style"))
     bank = [r["utt"] for r in by_set["train"][:BABBLE_BANK]]
     sim_rng = random.Random(f"{seed}-broad-sim")
     for subset in ("test", "dev", "train"):  # dev/test draws do not depend on the hours
         for rec in by_set[subset]:
             rec["sim"] = draw_simulation(sim_rng, shares, bank, rec["utt"])
             rec["est_seconds"] = round(estimate_seconds(Voice(**rec["voice"]), rec["spoken"],
-                                                        rec["sim"]["pad_ms"]), 3)
+                                                        rec["sim"]["pad_ms"], rec.get("style")), 3)
             rec["babble_bank"] = rec["utt"] in bank
     return [r for subset in SETS for r in sorted(by_set[subset], key=lambda r: r["utt"])]

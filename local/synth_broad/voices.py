@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from typing import Dict, List, Tuple
 
-from local.synth.voices import ESPEAK_ACCENTS, SETS, Voice, flite_split
+from local.synth.voices import ESPEAK_ACCENTS, FESTIVAL_VOICES, SETS, Voice, flite_split
 
 ESPEAK_VARIANTS = (
     "adam", "Alex", "Alicia", "Andrea", "Andy", "Annie", "antonio", "aunty", "belinda",
@@ -45,6 +45,13 @@ FLITE_F0: Dict[str, Tuple[int, ...]] = {
     "slt": (140, 155, 170, 185, 200),
 }
 FLITE_STRETCHES = (0.8, 0.88, 0.96, 1.04, 1.12, 1.2)
+# the "natural" voices (--styles natural=...): festival's diphone voices x stretch x
+# mean F0, its HTS voice and piper's neural voice x stretch (neither takes an F0)
+FESTIVAL_F0: Dict[str, Tuple[int, ...]] = {
+    "kal_diphone": (85, 95, 105, 115, 125), "ked_diphone": (85, 95, 105, 115, 125),
+    "cmu_us_slt_arctic_hts": ()}
+PIPER_NAMES = ("joe",)
+NATURAL_STRETCHES = (0.85, 0.92, 1.0, 1.08, 1.16, 1.25)
 
 
 def _held_out_pairs(rng: random.Random) -> Dict[str, List[Tuple[str, str]]]:
@@ -77,11 +84,25 @@ def _espeak_split(rng: random.Random) -> Dict[str, List[Voice]]:
     return out
 
 
-def split_voices(seed: int) -> Dict[str, Dict[str, List[Voice]]]:
-    """{set: {engine: voices}} for ``seed``; the sets share no voice."""
+def natural_split(seed: int) -> Dict[str, Dict[str, List[Voice]]]:
+    """{set: {"festival": voices, "piper": voices}}: per voice its settings grid
+    shuffled, one setting to dev, one to test, the rest to training (as flite's)."""
+    rng = random.Random(f"{seed}-broad-natural-voices")
+    assert set(FESTIVAL_F0) == set(FESTIVAL_VOICES)
+    festival = flite_split(rng, FESTIVAL_F0, NATURAL_STRETCHES, engine="festival")
+    piper = flite_split(rng, {n: () for n in PIPER_NAMES}, NATURAL_STRETCHES, engine="piper")
+    return {s: {"festival": festival[s], "piper": piper[s]} for s in SETS}
+
+
+def split_voices(seed: int, natural: bool = False) -> Dict[str, Dict[str, List[Voice]]]:
+    """{set: {engine: voices}} for ``seed`` (festival and piper too when ``natural``);
+    the sets share no voice."""
     rng = random.Random(f"{seed}-broad-voices")
     espeak, flite = _espeak_split(rng), flite_split(rng, FLITE_F0, FLITE_STRETCHES)
     voices = {s: {"espeak": espeak[s], "flite": flite[s]} for s in SETS}
+    if natural:
+        for s, natural_voices in natural_split(seed).items():
+            voices[s].update(natural_voices)
     ids = [v.voice_id for s in SETS for e in voices[s].values() for v in e]
     if len(ids) != len(set(ids)):  # an internal invariant, cheap to keep honest
         raise AssertionError("voice ids collide")

@@ -19,6 +19,7 @@ from local.synth_broad import voices as V
 from local.synth_broad.generate import DEFAULT_HOURS, generate_corpus, synthesize
 from local.synth_broad.plan import plan_corpus
 from local.synth_broad.simulate import SIM_KINDS, parse_simulation, share_counts
+from local.synth_broad.style import check_style_engines, parse_styles
 from tests.common import REPO
 
 INSTALLED = all(os.path.exists(marker) for _, marker in T.PACKAGE_MARKERS)
@@ -48,7 +49,7 @@ def _generate(root: str, cache: str, nj: int = 2, **changes) -> int:
         shutil.copy(cache, os.path.join(root, "text", "sentences.tsv"))
     args = {**SMALL, **changes}
     return generate_corpus(root, SEED, args["hours"], args["dev_utts"], args["test_utts"],
-                           args.get("simulation", "default"), nj)
+                           args.get("simulation", "default"), nj, args.get("styles", "none"))
 
 
 @pytest.fixture(scope="module")
@@ -170,6 +171,32 @@ def test_same_seed_same_audio_bytes(corpus, cache, tmp_path):
     for r in picked:
         on_disk, _ = sf.read(os.path.join(corpus, "wav", r["set"], r["utt"] + ".wav"), dtype="int16")
         np.testing.assert_array_equal(synthesize(r, corpus, str(tmp_path)), on_disk)
+
+
+def test_styled_corpus_same_seed_same_audio(cache, tmp_path):
+    """Every style at once (natural voices where installed): the manifest keeps each
+    record's style, the plain corpus's hash does not change, and another job count
+    gives the same bytes."""
+    natural = 0.3
+    try:
+        check_style_engines({"natural": natural})
+    except ValueError:
+        natural = 0.0
+    spec = f"child=0.5,accent=0.7,reading=0.5,natural={natural}"
+    roots = [str(tmp_path / f"s{nj}") for nj in (2, 1)]
+    for root, nj in zip(roots, (2, 1)):
+        assert _generate(root, cache, nj=nj, styles=spec, simulation="none", hours=0.01) > 0
+    manifest = _manifest(roots[0])
+    assert manifest["config"]["styles"] == parse_styles(spec)
+    kinds = {k for r in manifest["utterances"] for k in (r["style"] or {})}
+    assert kinds == {"child", "accent", "reading"}
+    if natural:
+        assert {r["voice"]["engine"] for r in manifest["utterances"]} >= {"festival", "piper"}
+    for s in SETS:
+        names = sorted(os.listdir(os.path.join(roots[0], "wav", s)))
+        assert names == sorted(os.listdir(os.path.join(roots[1], "wav", s)))
+        for name in names:
+            assert Path(roots[0], "wav", s, name).read_bytes() == Path(roots[1], "wav", s, name).read_bytes()
 
 
 def test_rerun_does_nothing_then_repairs(corpus, cache, tmp_path):

@@ -34,14 +34,16 @@ def _recipe(tmp_path: Path) -> Path:
 def test_run_sh_passes_the_corpus_options_to_stage_0(tmp_path):
     recipe = _recipe(tmp_path)
     proc = run_sh(recipe, ["--corpus", "synth_broad", "--stage", "0", "--stop_stage", "0",
-                           "--hours", "2.5", "--simulation", "default,babble=0"])
+                           "--hours", "2.5", "--simulation", "default,babble=0",
+                           "--styles", "child=0.4,accent=0.5"])
     assert proc.returncode == 0, proc.stderr
     assert calls(recipe)[-1] == ("synth_broad_data_prep.sh [--nj] [2] [--seed] [777] [--hours] [2.5] "
-                                 "[--simulation] [default,babble=0] [corpus/synth_broad] [data]")
+                                 "[--simulation] [default,babble=0] [--styles] [child=0.4,accent=0.5] "
+                                 "[corpus/synth_broad] [data]")
     default = run_sh(recipe, ["--corpus", "synth_broad", "--stage", "0", "--stop_stage", "0"])
     assert default.returncode == 0, default.stderr
     assert calls(recipe)[-1] == ("synth_broad_data_prep.sh [--nj] [2] [--seed] [777] "
-                                 "[--simulation] [default] [corpus/synth_broad] [data]")
+                                 "[--simulation] [default] [--styles] [none] [corpus/synth_broad] [data]")
     bad = run_sh(recipe, ["--corpus", "synth_broad", "--hours", "many"])
     assert bad.returncode != 0 and "--hours" in bad.stderr
 

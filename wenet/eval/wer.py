@@ -246,3 +246,19 @@ def unscored_line(total: Counts, show: int = 10) -> str:
     return (f"Unscored -> {len(total.no_reference)} hypotheses without reference"
             f"{keys(total.no_reference)}; {len(total.no_hypothesis)} references without "
             f"hypothesis, counted as deletions{keys(total.no_hypothesis)}")
+
+
+def group_counts(refs: Dict[str, List[str]], hyps: Dict[str, List[str]],
+                 utt2group: Dict[str, str], case_sensitive: bool = False) -> Dict[str, Counts]:
+    """Error counts per group of utterances (``utt2group``: utterance -> group name), and
+    ``"all"`` over every reference; a reference without a group is a ValueError naming it,
+    one without a hypothesis counts as deletions (as in ``compute_wer``)."""
+    out: Dict[str, Counts] = {"all": Counts()}
+    for key, ref_tokens in refs.items():
+        if key not in utt2group:
+            raise ValueError(f"utterance '{key}' has no group")
+        counts, _ = align(normalize(ref_tokens, set(), case_sensitive, True),
+                          normalize(hyps.get(key, []), set(), case_sensitive, True))
+        out.setdefault(utt2group[key], Counts()).add(counts)
+        out["all"].add(counts)
+    return out

@@ -13,17 +13,7 @@ import sys
 from typing import Dict, List, Tuple
 
 from wenet.eval.wer import group_counts, read_transcripts
-from wenet.utils.file_utils import read_lists
-
-
-def _pairs(path: str) -> Dict[str, str]:
-    out = {}
-    for lineno, line in enumerate(read_lists(path), 1):
-        parts = line.split()
-        if len(parts) != 2:
-            raise ValueError(f"{path}:{lineno}: expected 'key value', got {line!r}")
-        out[parts[0]] = parts[1]
-    return out
+from wenet.utils.file_utils import read_kaldi_map
 
 
 def _bins(spec: str) -> List[Tuple[str, float, float]]:
@@ -64,8 +54,8 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="wer_by_group: %(levelname)s: %(message)s")
     try:
-        groups = speaker_groups(_pairs(args.spk2value), _bins(args.bins) if args.bins else [])
-        utt2spk = _pairs(args.utt2spk)
+        groups = speaker_groups(read_kaldi_map(args.spk2value), _bins(args.bins) if args.bins else [])
+        utt2spk = read_kaldi_map(args.utt2spk)
         refs = read_transcripts(args.ref, False)
         missing = sorted({utt2spk.get(u, "?") for u in refs if groups.get(utt2spk.get(u)) is None})
         if missing:

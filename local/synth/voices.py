@@ -163,7 +163,7 @@ def _espeak_split(rng: random.Random) -> Dict[str, List[Voice]]:
     return out
 
 
-def flite_split(rng: random.Random, f0_choices: Dict[str, Tuple[int, ...]],
+def grid_split(rng: random.Random, f0_choices: Dict[str, Tuple[int, ...]],
                 stretches: Tuple[float, ...], engine: str = "flite") -> Dict[str, List[Voice]]:
     """Per voice of ``engine`` (name -> its mean-F0 choices; empty: the voice ignores F0),
     its (duration stretch, F0) grid shuffled: one setting to dev, one to test, the rest to
@@ -182,7 +182,7 @@ def split_voices(seed: int) -> Dict[str, List[Voice]]:
     """Train/dev/test voice lists for ``seed``; the three sets share no voice."""
     rng = random.Random(f"{seed}-voices")
     espeak = _espeak_split(rng)
-    flite = flite_split(rng, {name: f0 for name, (_, f0) in FLITE_VOICES.items()},
+    flite = grid_split(rng, {name: f0 for name, (_, f0) in FLITE_VOICES.items()},
                         FLITE_STRETCHES)
     voices = {s: espeak[s] + flite[s] for s in SETS}
     ids = [v.voice_id for s in SETS for v in voices[s]]

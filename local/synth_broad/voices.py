@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from typing import Dict, List, Tuple
 
-from local.synth.voices import ESPEAK_ACCENTS, FESTIVAL_VOICES, SETS, Voice, flite_split
+from local.synth.voices import ESPEAK_ACCENTS, FESTIVAL_VOICES, SETS, Voice, grid_split
 
 ESPEAK_VARIANTS = (
     "adam", "Alex", "Alicia", "Andrea", "Andy", "Annie", "antonio", "aunty", "belinda",
@@ -89,8 +89,8 @@ def natural_split(seed: int) -> Dict[str, Dict[str, List[Voice]]]:
     shuffled, one setting to dev, one to test, the rest to training (as flite's)."""
     rng = random.Random(f"{seed}-broad-natural-voices")
     assert set(FESTIVAL_F0) == set(FESTIVAL_VOICES)
-    festival = flite_split(rng, FESTIVAL_F0, NATURAL_STRETCHES, engine="festival")
-    piper = flite_split(rng, {n: () for n in PIPER_NAMES}, NATURAL_STRETCHES, engine="piper")
+    festival = grid_split(rng, FESTIVAL_F0, NATURAL_STRETCHES, engine="festival")
+    piper = grid_split(rng, {n: () for n in PIPER_NAMES}, NATURAL_STRETCHES, engine="piper")
     return {s: {"festival": festival[s], "piper": piper[s]} for s in SETS}
 
 
@@ -98,7 +98,7 @@ def split_voices(seed: int, natural: bool = False) -> Dict[str, Dict[str, List[V
     """{set: {engine: voices}} for ``seed`` (festival and piper too when ``natural``);
     the sets share no voice."""
     rng = random.Random(f"{seed}-broad-voices")
-    espeak, flite = _espeak_split(rng), flite_split(rng, FLITE_F0, FLITE_STRETCHES)
+    espeak, flite = _espeak_split(rng), grid_split(rng, FLITE_F0, FLITE_STRETCHES)
     voices = {s: {"espeak": espeak[s], "flite": flite[s]} for s in SETS}
     if natural:
         for s, natural_voices in natural_split(seed).items():

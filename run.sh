@@ -45,6 +45,8 @@ checkpoint=             # resume training from this checkpoint
 init_checkpoint=        # start training from another experiment's weights (transfer)
 init_exclude=           # regex of init_checkpoint tensors not copied; empty: the CMVN and the
                         # unit-dependent layers, or only the CMVN with --units_from (same units)
+init_allow_mismatch=false  # true: start from init_checkpoint although its train.yaml builds a model
+                        # computing another function (training refuses otherwise and names the options)
 replay_data=            # fine-tuning: a second data.list (e.g. ../pretrain/raw_wav/train/data.list, same
                         # data_type) of which every epoch also reads replay_ratio x the train list's
                         # lines: rehearsal of the pretraining corpus against overfitting and forgetting
@@ -112,7 +114,9 @@ Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in co
   --checkpoint FILE            resume training
   --init_checkpoint FILE       start training from another experiment's weights, e.g.
                                exp/synth_train_zipformer/avg_2.pt (output layers and
-                               CMVN excepted: --init_exclude REGEX)
+                               CMVN excepted: --init_exclude REGEX); refused when the
+                               train.yaml beside it builds another function (another
+                               activation, causal...) unless --init_allow_mismatch true
   --replay_data LIST --replay_ratio R
                                every training epoch also reads R x (train list lines)
                                lines of LIST (walking through it without repeats), e.g.
@@ -148,7 +152,7 @@ option_types=(
   use_model_avg=bool average_num=uint decode_modes=nonempty
   beam_size=posint ctc_weight=float reverse_weight=float decoding_chunk_size=int
   num_decoding_left_chunks=int simulate_streaming=bool gpu=int nbest=posint timestamps=bool
-  context_score=float lm_order=uint train_seed=uint replay_ratio=float lm_broad_text=bool lm_weight=float word_bonus=float
+  context_score=float lm_order=uint train_seed=uint replay_ratio=float lm_broad_text=bool init_allow_mismatch=bool lm_weight=float word_bonus=float
   export_onnx=bool onnx_chunk_size=posint onnx_left_chunks=posint
 )
 # Parsed before the cd (parse_options.sh reads this script to learn its options) and
@@ -350,6 +354,10 @@ if run_stage 4; then
   banner 4 "training (${train_config} -> ${dir})"
   cmvn_opts=()
   "${cmvn}" && cmvn_opts=(--cmvn "${feat_dir}/${train_set}/global_cmvn")
+  init_opts=()
+  [ -z "${init_checkpoint}" ] \
+    || init_opts=(--init_checkpoint "${init_checkpoint}" --init_exclude "${init_exclude}")
+  "${init_allow_mismatch}" && init_opts+=(--init_allow_mismatch)
   override_opts=()
   IFS=';' read -r -a overrides <<< "${train_overrides}"
   for o in "${overrides[@]}"; do  # train.py ignores the spaces around each item
@@ -362,7 +370,7 @@ if run_stage 4; then
     --train_data "${feat_dir}/${train_set}/data.list" --cv_data "${feat_dir}/${dev_set}/data.list" \
     ${replay_data:+--replay_data "${replay_data}" --replay_ratio "${replay_ratio}"} \
     ${checkpoint:+--checkpoint "${checkpoint}"} --model_dir "${dir}" \
-    ${init_checkpoint:+--init_checkpoint "${init_checkpoint}" --init_exclude "${init_exclude}"} \
+    "${init_opts[@]}" \
     --tensorboard_dir "${dir}/tensorboard" --num_workers "${num_workers}" --use_amp "${use_amp}" "${cmvn_opts[@]}" \
     --ddp_timeout "${ddp_timeout}" --seed "${train_seed}" "${override_opts[@]}"
   stage_done 4

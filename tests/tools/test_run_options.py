@@ -307,6 +307,13 @@ def test_units_from_copies_a_pretrained_models_units_and_keeps_its_output_layers
     assert "[--dict] [data/lang_char/train_unigram128_units.txt]" in launch
     assert ("[--init_exclude] [^(encoder\\.global_cmvn\\.|ctc\\.ctc_lo\\.|"
             "decoder\\.(.*\\.)?(embed|output_layer)\\.)]") in launch
+    assert "--init_allow_mismatch" not in launch
+    (recipe / "calls.log").unlink()
+    r = run_sh(recipe, ["--stage", "4", "--stop_stage", "4", "--init_checkpoint", "init.pt",
+                        "--init_allow_mismatch", "true"])
+    assert r.returncode == 0, r.stderr
+    [launch] = [c for c in calls(recipe) if c.startswith("launch_train.sh")]
+    assert "output_layer)\\.)] [--init_allow_mismatch]" in launch
 
 
 LM_BAD = [

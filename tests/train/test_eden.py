@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from wenet.models import init_model
+from wenet.models.factory import architecture_differences
 from wenet.train.config import TrainConf
 from wenet.train.distributed import DistInfo
 from wenet.train.executor import Executor
@@ -158,19 +159,37 @@ def test_librispeech_configs_have_icefall_sizes(size):
 @pytest.mark.parametrize("name", ["train_zipformer_speechocean762.yaml",
                                   "train_zipformer_synth_broad.yaml"])
 def test_zipformer_recipes_can_start_from_the_builtin_one(name):
-    """--init_checkpoint of the main job's Zipformer needs the same encoder shapes."""
-    ours = _built(name, 500).encoder.state_dict()
-    main = _built("train_zipformer.yaml", 128).encoder.state_dict()
+    """--init_checkpoint of the main job's Zipformer needs the same encoder shapes and the
+    same function: with the main encoder's weights loaded, ours computes exactly its
+    output (eval mode; a SwooshR front end beside the main job's ReLU one did not)."""
+    ours_model, main_model = _built(name, 500), _built("train_zipformer.yaml", 128)
+    ours, main = ours_model.encoder.state_dict(), main_model.encoder.state_dict()
     assert {k: v.shape for k, v in ours.items()} == {k: v.shape for k, v in main.items()}
+    assert architecture_differences(load_yaml(os.path.join(CONF_DIR, name)),
+                                    load_yaml(os.path.join(CONF_DIR, "train_zipformer.yaml"))) == []
+    _assert_same_encoder_function(ours_model.encoder, main_model.encoder)
     _built("train_conformer_scaled_adam.yaml", 128)
+
+
+def _assert_same_encoder_function(encoder: torch.nn.Module, source: torch.nn.Module) -> None:
+    """``encoder`` with ``source``'s weights computes ``source``'s output exactly."""
+    encoder.load_state_dict(source.state_dict())
+    encoder.eval(), source.eval()
+    torch.manual_seed(0)
+    feats, lens = torch.randn(2, 120, 80), torch.tensor([120, 97])
+    with torch.no_grad():
+        got, want = encoder(feats, lens), source(feats, lens)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
 
 def test_speechocean762_zipformer_takes_every_tensor_of_the_broad_one():
     """With --units_from the broad corpus's units, every tensor (output layers included)
     of the broad pretraining model has its place in the speechocean762 model."""
-    broad = _built("train_zipformer_synth_broad.yaml", 500).state_dict()
-    ours = _built("train_zipformer_speechocean762.yaml", 500).state_dict()
+    broad_model = _built("train_zipformer_synth_broad.yaml", 500)
+    ours_model = _built("train_zipformer_speechocean762.yaml", 500)
+    broad, ours = broad_model.state_dict(), ours_model.state_dict()
     assert {k: v.shape for k, v in ours.items()} == {k: v.shape for k, v in broad.items()}
+    _assert_same_encoder_function(ours_model.encoder, broad_model.encoder)
 
 
 def test_cli_run_with_scaled_adam_eden_cr_ctc_resumes_exactly(tmp_path):

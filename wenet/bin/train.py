@@ -32,7 +32,7 @@ import torch
 
 from wenet.dataset.dataset import Dataset
 from wenet.models import init_model
-from wenet.train.checkpoint import load_init_weights
+from wenet.train.checkpoint import check_init_architecture, load_init_weights
 from wenet.train.checkpoint_manager import CheckpointManager, format_usage
 from wenet.train.config import (TrainConf, TrainingError, input_dim_of, override_config,
                                 save_yaml, train_yaml_configs)
@@ -87,6 +87,10 @@ def get_parser() -> argparse.ArgumentParser:
                         "tensors with matching name and shape are copied")
     p.add_argument("--init_exclude", default="",
                    help="regular expression: tensors of --init_checkpoint not to copy")
+    p.add_argument("--init_allow_mismatch", action="store_true",
+                   help="start from --init_checkpoint although the train.yaml beside it builds "
+                        "a model computing another function (e.g. another activation); "
+                        "without it training refuses to start and names the options")
     p.add_argument("--tensorboard_dir", default=None, help="default: MODEL_DIR/tensorboard")
     p.add_argument("--num_workers", type=int, default=0,
                    help="DataLoader worker processes per training process (WeNet's meaning; "
@@ -215,6 +219,7 @@ def init_model_for_training(args: argparse.Namespace, configs: Dict[str, Any],
     """The model (from --init_checkpoint's weights when given) on ``device``, DDP-wrapped."""
     model = init_model(configs)
     if args.init_checkpoint:  # a resumed run's own checkpoint replaces these later
+        check_init_architecture(configs, args.init_checkpoint, args.init_allow_mismatch)
         copied, skipped = load_init_weights(model, args.init_checkpoint, args.init_exclude)
         logging.info("initialised %d of %d tensors from %s; not copied: %s", len(copied),
                      len(copied) + len(skipped), args.init_checkpoint,

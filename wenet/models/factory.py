@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import inspect
 import logging
-from typing import Any, Dict, Optional, Tuple
+import re
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -39,6 +40,72 @@ def checked_kwargs(cls: type, conf: Optional[Dict[str, Any]], section: str) -> D
     if unknown:
         raise ValueError(f"{section}: unknown option(s) {unknown} for {cls.__name__}")
     return conf
+
+
+# Options that shape only training (regularisation, its schedules, the chunk sizes drawn
+# for streaming training): two models that differ only in these compute the same function
+# in eval mode, so one may start from the other's weights.
+_TRAINING_ONLY_OPTION = re.compile(
+    r"dropout|^(schedule_scale|use_balancers|sparse_balancers|use_dynamic_chunk|"
+    r"use_dynamic_left_chunk|static_chunk_size|chunk_size|left_context_frames)$")
+
+
+def _component_options(configs: Dict[str, Any], kind_key: Optional[str], default_kind: str,
+                       conf_key: str, registry: Dict[str, type]) -> Tuple[str, Dict[str, Any]]:
+    """A component's kind and every option its class takes, the config's value where it
+    gives one and the class's default elsewhere (an unknown kind: the config's own)."""
+    kind = str(configs.get(kind_key, default_kind)) if kind_key else default_kind
+    conf = dict(configs.get(conf_key) or {})
+    cls = registry.get(kind)
+    if cls is None:
+        return kind, conf
+    for name, param in inspect.signature(cls.__init__).parameters.items():
+        if name != "self" and param.default is not inspect.Parameter.empty:
+            conf.setdefault(name, param.default)
+    return kind, conf
+
+
+def _same_option(a: Any, b: Any) -> bool:
+    """Equal option values, a tuple equal to the list it reads as in a yaml, and a scalar
+    equal to a per-stack list that repeats it (``num_heads: 4`` and ``[4, 4, 4]``)."""
+    a = list(a) if isinstance(a, tuple) else a
+    b = list(b) if isinstance(b, tuple) else b
+    if isinstance(a, list) != isinstance(b, list):
+        scalar, seq = (b, a) if isinstance(a, list) else (a, b)
+        return len(seq) > 0 and all(x == scalar for x in seq)
+    return a == b
+
+
+def architecture_differences(configs: Dict[str, Any], other: Dict[str, Any]) -> List[str]:
+    """How the model ``configs`` builds computes another function than ``other``'s, one
+    line per difference ('encoder_conf.frontend_activation: relu here, swoosh_r there'):
+    the component kinds and their options, defaults resolved from the classes, options
+    that shape only training (dropout, balancers, schedules, streaming chunk draws)
+    ignored. Compared: the encoder always; the attention decoder, predictor and joint
+    where both configs have one. Tensor shapes are not this function's business:
+    ``wenet.train.checkpoint.load_init_weights`` reports those tensor by tensor."""
+    components = [("encoder", "conformer", "encoder_conf", ENCODERS)]
+    transducers = (is_transducer_config(configs), is_transducer_config(other))
+    if all(transducers):
+        components += [("predictor", "stateless", "predictor_conf", PREDICTORS),
+                       (None, "joint", "joint_conf", {"joint": TransducerJoint})]
+    if all("decoder" in c or "decoder_conf" in c or not t
+           for c, t in ((configs, transducers[0]), (other, transducers[1]))):
+        components.append(("decoder", "bitransformer", "decoder_conf", DECODERS))
+    lines = []
+    for kind_key, default_kind, conf_key, registry in components:
+        kind, ours = _component_options(configs, kind_key, default_kind, conf_key, registry)
+        other_kind, theirs = _component_options(other, kind_key, default_kind, conf_key, registry)
+        if kind != other_kind:
+            lines.append(f"{kind_key}: {kind} here, {other_kind} there")
+            continue
+        for name in sorted(set(ours) | set(theirs)):
+            if _TRAINING_ONLY_OPTION.search(name) or name == "global_cmvn":
+                continue
+            mine, yours = ours.get(name, "(not an option)"), theirs.get(name, "(not an option)")
+            if not _same_option(mine, yours):
+                lines.append(f"{conf_key}.{name}: {mine} here, {yours} there")
+    return lines
 
 
 def _pick(registry: Dict[str, type], name: str, what: str) -> type:

@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import torch
 import yaml
 
+from wenet.models.factory import architecture_differences
 from wenet.utils.file_utils import atomic_open, atomic_write_text, load_yaml
 
 MODEL_SUFFIX = ".pt"
@@ -153,6 +154,31 @@ def load_init_weights(model: torch.nn.Module, path: str, exclude: str = ""
                          f"is it a checkpoint of this kind of model?")
     model.load_state_dict(update, strict=False)
     return copied, skipped
+
+
+def check_init_architecture(configs: Dict[str, Any], path: str, allow_mismatch: bool = False
+                            ) -> List[str]:
+    """Refuse to start ``configs``'s model from ``path`` when the ``train.yaml`` beside it
+    builds a model that computes another function (an activation, a norm, causal
+    attention...): its tensors would all copy by name and shape into the wrong places and
+    training would start from a broken model without a word. Returns the differences
+    (``wenet.models.factory.architecture_differences``); raises ValueError naming them
+    unless ``allow_mismatch``, then only logs them. No train.yaml there: nothing to check
+    (logged)."""
+    other_yaml = os.path.join(os.path.dirname(os.path.abspath(path)), "train.yaml")
+    if not os.path.isfile(other_yaml):
+        logging.info("no train.yaml beside %s: its model's architecture is not checked", path)
+        return []
+    differences = architecture_differences(configs, load_yaml(other_yaml))
+    if differences and not allow_mismatch:
+        raise ValueError(
+            f"--init_checkpoint {path}: this config builds a different model from the one "
+            f"{other_yaml} describes, so its weights would start a broken model: "
+            + "; ".join(differences) + ". Make the options equal (e.g. --override_config, or "
+            "run.sh --train_overrides), or give --init_allow_mismatch if this is intended")
+    for line in differences:
+        logging.warning("--init_checkpoint %s: %s (allowed by --init_allow_mismatch)", path, line)
+    return differences
 
 
 def checkpoint_base(path: str) -> str:

@@ -34,8 +34,10 @@ done
 python -m "${generator}" --data_root "${corpus_dir}" ${opts[@]+"${opts[@]}"}
 
 for x in train dev test; do
+  # whole dirs afresh: files another corpus's stage 0 left here (spk2gender, segments...)
+  # would fail validation or, worse, change what the lists mean
+  rm -rf "${data:?}/${x}"
   mkdir -p "${data}/${x}"
-  rm -rf "${data:?}/${x}/.backup"
   for f in wav.scp utt2spk spk2utt; do
     cp "${corpus_dir}/lists/${x}/${f}" "${data}/${x}/${f}"
   done

@@ -282,7 +282,14 @@ def test_augment_snr_speed_and_peak():
 
 
 def test_data_prep_script_makes_valid_data_dirs(corpus, tmp_path):
+    """... and replaces what another corpus's stage 0 left in the same data dirs (the
+    speechocean762 recipe's spk2gender made a later broad-corpus stage 0 fail; a stale
+    ``segments`` would silently cut every recording)."""
     data = str(tmp_path / "data")
+    os.makedirs(os.path.join(data, "train"))
+    for stale in ("spk2gender", "segments", "utt2dur"):
+        with open(os.path.join(data, "train", stale), "w", encoding="utf-8") as f:
+            f.write("other_speaker_or_utt f\n")
     env = dict(os.environ, PYTHONPATH=ROOT)
     proc = subprocess.run(
         [os.path.join(ROOT, "local", "synth_data_prep.sh"), "--nj", "2", "--seed", str(SEED),
@@ -297,5 +304,7 @@ def test_data_prep_script_makes_valid_data_dirs(corpus, tmp_path):
             with open(os.path.join(data, s, f), encoding="utf-8") as x, \
                     open(os.path.join(corpus, "lists", s, f), encoding="utf-8") as y:
                 assert x.read() == y.read()
+        kept = sorted(f for f in os.listdir(os.path.join(data, s)) if not f.startswith("."))
+        assert kept == ["spk2utt", "text", "utt2spk", "wav.scp"]  # .backup: fix_data_dir.sh's
         utt2spk = _read_map(os.path.join(data, s, "utt2spk"))
         assert int(rows[s][1]) == SIZES[s] and int(rows[s][3]) == len(set(utt2spk.values()))

@@ -62,6 +62,19 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _add_transfer_arguments(p: argparse.ArgumentParser) -> None:
+    """--init_checkpoint and what it copies."""
+    p.add_argument("--init_checkpoint", default=None,
+                   help="start a new run from these weights (another experiment's NAME.pt): "
+                        "tensors with matching name and shape are copied")
+    p.add_argument("--init_exclude", default="",
+                   help="regular expression: tensors of --init_checkpoint not to copy")
+    p.add_argument("--init_allow_mismatch", action="store_true",
+                   help="start from --init_checkpoint although the train.yaml beside it builds "
+                        "a model computing another function (e.g. another activation); "
+                        "without it training refuses to start and names the options")
+
+
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True, help="training yaml")
@@ -82,15 +95,7 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--cmvn", default=None, help="global_cmvn JSON")
     p.add_argument("--gpu", type=int, default=-1, help="GPU id; -1: CPU")
     p.add_argument("--checkpoint", default=None, help="resume from this NAME.pt")
-    p.add_argument("--init_checkpoint", default=None,
-                   help="start a new run from these weights (another experiment's NAME.pt): "
-                        "tensors with matching name and shape are copied")
-    p.add_argument("--init_exclude", default="",
-                   help="regular expression: tensors of --init_checkpoint not to copy")
-    p.add_argument("--init_allow_mismatch", action="store_true",
-                   help="start from --init_checkpoint although the train.yaml beside it builds "
-                        "a model computing another function (e.g. another activation); "
-                        "without it training refuses to start and names the options")
+    _add_transfer_arguments(p)
     p.add_argument("--tensorboard_dir", default=None, help="default: MODEL_DIR/tensorboard")
     p.add_argument("--num_workers", type=int, default=0,
                    help="DataLoader worker processes per training process (WeNet's meaning; "

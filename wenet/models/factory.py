@@ -29,6 +29,8 @@ from wenet.zipformer.encoder import ZipformerEncoder
 ENCODERS = {"conformer": ConformerEncoder, "transformer": TransformerEncoder,
             "zipformer": ZipformerEncoder}
 DECODERS = {"transformer": TransformerDecoder, "bitransformer": BiTransformerDecoder}
+# the kind a config gets when it names none
+DEFAULT_ENCODER, DEFAULT_DECODER, DEFAULT_PREDICTOR = "conformer", "bitransformer", "stateless"
 CMVN_MEAN_KEY, CMVN_ISTD_KEY = "encoder.global_cmvn.mean", "encoder.global_cmvn.istd"
 
 
@@ -84,14 +86,14 @@ def architecture_differences(configs: Dict[str, Any], other: Dict[str, Any]) -> 
     ignored. Compared: the encoder always; the attention decoder, predictor and joint
     where both configs have one. Tensor shapes are not this function's business:
     ``wenet.train.checkpoint.load_init_weights`` reports those tensor by tensor."""
-    components = [("encoder", "conformer", "encoder_conf", ENCODERS)]
+    components = [("encoder", DEFAULT_ENCODER, "encoder_conf", ENCODERS)]
     transducers = (is_transducer_config(configs), is_transducer_config(other))
     if all(transducers):
-        components += [("predictor", "stateless", "predictor_conf", PREDICTORS),
+        components += [("predictor", DEFAULT_PREDICTOR, "predictor_conf", PREDICTORS),
                        (None, "joint", "joint_conf", {"joint": TransducerJoint})]
     if all("decoder" in c or "decoder_conf" in c or not t
            for c, t in ((configs, transducers[0]), (other, transducers[1]))):
-        components.append(("decoder", "bitransformer", "decoder_conf", DECODERS))
+        components.append(("decoder", DEFAULT_DECODER, "decoder_conf", DECODERS))
     lines = []
     for kind_key, default_kind, conf_key, registry in components:
         kind, ours = _component_options(configs, kind_key, default_kind, conf_key, registry)
@@ -134,7 +136,7 @@ def _global_cmvn(configs: Dict[str, Any], input_dim: int) -> Optional[GlobalCMVN
 
 def _attention_decoder(configs: Dict[str, Any], vocab_size: int,
                        encoder_dim: int) -> torch.nn.Module:
-    decoder_cls = _pick(DECODERS, configs.get("decoder", "bitransformer"), "decoder")
+    decoder_cls = _pick(DECODERS, configs.get("decoder", DEFAULT_DECODER), "decoder")
     return decoder_cls(vocab_size, encoder_dim, **checked_kwargs(
         decoder_cls, configs.get("decoder_conf"), "decoder_conf"))
 
@@ -153,7 +155,7 @@ def init_model(configs: Dict[str, Any], global_cmvn: Optional[GlobalCMVN] = None
     vocab_size = int(configs["output_dim"])
     transducer = is_transducer_config(configs)
     losses, model_kwargs = build_losses(configs, transducer)
-    encoder_type = configs.get("encoder", "conformer")
+    encoder_type = configs.get("encoder", DEFAULT_ENCODER)
     encoder_cls = _pick(ENCODERS, encoder_type, "encoder")
     encoder = encoder_cls(input_dim, global_cmvn=global_cmvn or _global_cmvn(configs, input_dim),
                           **checked_kwargs(encoder_cls, configs.get("encoder_conf"),
@@ -165,7 +167,7 @@ def init_model(configs: Dict[str, Any], global_cmvn: Optional[GlobalCMVN] = None
     model = ASRModel(vocab_size, encoder, decoder, ctc, losses=losses, **model_kwargs)
     num_params = sum(p.numel() for p in model.parameters())
     logging.info("model: %s encoder, %s decoder, losses %s, %.2f M parameters",
-                 encoder_type, configs.get("decoder", "bitransformer"), _describe(losses),
+                 encoder_type, configs.get("decoder", DEFAULT_DECODER), _describe(losses),
                  num_params / 1e6)
     return model
 
@@ -197,7 +199,7 @@ def build_transducer(configs: Dict[str, Any], encoder: torch.nn.Module, vocab_si
                      ) -> TransducerModel:
     """TransducerModel for ``configs`` around an already built ``encoder`` and its
     ``losses`` (see init_model); a CTC head or a decoder only where a loss trains it."""
-    predictor_type = configs.get("predictor", "stateless")
+    predictor_type = configs.get("predictor", DEFAULT_PREDICTOR)
     predictor_cls = _pick(PREDICTORS, predictor_type, "predictor")
     predictor = predictor_cls(vocab_size, **checked_kwargs(
         predictor_cls, configs.get("predictor_conf"), "predictor_conf"))

@@ -26,12 +26,15 @@ LOSSES = {"ctc": CTCLoss, "attention": AttentionLoss, "cr_ctc": CRCTCLoss,
 
 # options of the models themselves, as opposed to options of their losses
 MODEL_KEYS = {False: ("ignore_id",), True: ("ignore_id", "big_blank_durations")}
-# model_conf keys of the configs before the registry: the loss whose option each is
-# (the weights are translated by _legacy_asr / _legacy_transducer)
+# model_conf keys of the configs before the registry: the loss whose option each is,
+# as "loss" (an option of the same name) or "loss.option" (the weights are translated by
+# _legacy_asr / _legacy_transducer)
 _LEGACY_OPTIONS = {
     False: {"lsm_weight": "attention", "length_normalized_loss": "attention",
-            "reverse_weight": "attention", "time_mask_ratio": "cr_ctc"},
-    True: {"lsm_weight": "attention", "length_normalized_loss": "attention",
+            "reverse_weight": "attention", "time_mask_ratio": "cr_ctc",
+            "ctc_prior_weight": "ctc.prior_weight"},
+    True: {"ctc_prior_weight": "ctc.prior_weight",
+           "lsm_weight": "attention", "length_normalized_loss": "attention",
            "reverse_weight": "attention", "rnnt_loss_impl": "transducer",
            "fastemit_lambda": "transducer", "rnnt_clamp": "transducer",
            "transducer_loss": "transducer", "prune_range": "transducer",
@@ -63,9 +66,10 @@ def loss_confs(configs: Dict[str, Any], transducer: bool
         return {name: dict(conf or {}) for name, conf in losses.items()}, model_kwargs
     translate = _legacy_transducer if transducer else _legacy_asr
     losses = translate(model_conf)
-    for key, name in _LEGACY_OPTIONS[transducer].items():
+    for key, target in _LEGACY_OPTIONS[transducer].items():
+        name, _, option = target.partition(".")
         if key in model_conf and name in losses:
-            losses[name][key] = model_conf[key]
+            losses[name][option or key] = model_conf[key]
     return losses, model_kwargs
 
 

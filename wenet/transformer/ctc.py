@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -29,19 +30,43 @@ class CTC(torch.nn.Module):
 
         Returns the summed loss divided by the batch size (as WeNet).
         """
-        ys_hat = self.ctc_lo(hs_pad)
-        # at least float32 (bf16/fp16 autocast leaves log_softmax in low precision; a
-        # float64 model keeps float64)
-        ys_hat = ys_hat.transpose(0, 1)
+        return self.loss(self.frame_log_probs(hs_pad), hlens, ys_pad, ys_lens)
+
+    def frame_log_probs(self, hs_pad: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) → log-probabilities (T, B, V) in at least float32 (bf16/fp16 autocast
+        leaves log_softmax in low precision; a float64 model keeps float64)."""
+        ys_hat = self.ctc_lo(hs_pad).transpose(0, 1)
         if ys_hat.dtype != torch.float64:
             ys_hat = ys_hat.float()
-        ys_hat = ys_hat.log_softmax(2)  # (T, B, V)
+        return ys_hat.log_softmax(2)
+
+    def loss(self, log_probs: torch.Tensor, hlens: torch.Tensor, ys_pad: torch.Tensor,
+             ys_lens: torch.Tensor, log_prior: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The CTC loss of ``log_probs`` (T, B, V), summed and divided by the batch size.
+
+        ``log_prior`` (V,), already scaled: every path is scored by ``sum_t log p(y_t) -
+        log_prior[y_t]`` (label priors, Huang et al., ICASSP 2024: a path with fewer blanks
+        gains, so the posteriors get less peaky). Those scores are not normalised per
+        frame, which torch's CTC gradient assumes, so the loss is taken on the normalised
+        scores and the per-frame normaliser added back: ``-log sum_paths exp(score) =
+        ctc(log_softmax(score)) - sum_t logsumexp(score_t)``.
+        """
+        possible = hlens >= self.min_frames(ys_pad, ys_lens)
         if not torch.jit.is_scripting():
-            impossible = int((hlens < self.min_frames(ys_pad, ys_lens)).sum())
+            impossible = int((~possible).sum())
             if impossible > 0:
                 _warn_impossible(impossible, int(hlens.size(0)))
-        loss = self.ctc_loss(ys_hat, ys_pad, hlens, ys_lens)
-        return loss / ys_hat.size(1)
+        if log_prior is None:
+            return self.ctc_loss(log_probs, ys_pad, hlens, ys_lens) / log_probs.size(1)
+        scores = log_probs - log_prior.to(log_probs.dtype)
+        per_utt = F.ctc_loss(scores.log_softmax(2), ys_pad, hlens, ys_lens, reduction="none",
+                             zero_infinity=True)
+        valid = (torch.arange(scores.size(0), device=scores.device).unsqueeze(1)
+                 < hlens.unsqueeze(0))  # (T, B)
+        log_norm = (scores.logsumexp(2) * valid).sum(0)  # (B,)
+        # an impossible utterance (zero_infinity) contributes nothing, as without priors
+        per_utt = torch.where(possible, per_utt - log_norm, per_utt)
+        return per_utt.sum() / log_probs.size(1)
 
     @staticmethod
     def min_frames(ys_pad: torch.Tensor, ys_lens: torch.Tensor) -> torch.Tensor:

@@ -84,14 +84,62 @@ class Loss(torch.nn.Module):
 
 
 class CTCLoss(Loss):
-    """CTC on the model's CTC head (wenet/transformer/ctc.py)."""
+    """CTC on the model's CTC head (wenet/transformer/ctc.py).
+
+    ``prior_weight`` alpha > 0 trains with label priors (Huang et al., "Less peaky and more
+    accurate CTC forced alignment by label priors", ICASSP 2024): paths are scored by
+    ``log p(y_t | x) - alpha * log prior(y_t)``, so a path with fewer blanks (the most
+    probable label a priori) gains and the model learns posteriors that cover more of each
+    token's frames instead of one spike; what that buys the word times of forced
+    alignment is in RESULTS.md (issue 35). The prior is the mean posterior over the
+    training frames, kept as a moving average over batches (``prior_momentum``: the
+    share of each new batch; uniform at the start, where it shifts every path equally) in
+    the buffer ``prior`` (saved with the model; present only when alpha > 0). Evaluation
+    uses the prior as it stands, so a CV loss with priors is not comparable to one
+    without.
+    """
 
     key = "loss_ctc"
     heads = ("ctc",)
+    PRIOR_FLOOR = 1e-6  # no label is boosted by more than alpha * log(1e6)
+
+    def __init__(self, weight: float = 1.0, prior_weight: float = 0.0,
+                 prior_momentum: float = 0.02):
+        super().__init__(weight)
+        if not prior_weight >= 0.0:
+            raise ValueError(f"ctc prior_weight must be >= 0, got {prior_weight}")
+        if not 0.0 < prior_momentum <= 1.0:
+            raise ValueError(f"ctc prior_momentum must be in (0, 1], got {prior_momentum}")
+        self.prior_weight = float(prior_weight)
+        self.prior_momentum = float(prior_momentum)
+
+    def attach(self, model: torch.nn.Module) -> None:
+        if self.prior_weight > 0.0 and "prior" not in self._buffers:
+            vocab = model.ctc.ctc_lo.out_features
+            self.register_buffer("prior", torch.full((vocab,), 1.0 / vocab))
 
     def compute(self, inputs: LossInputs) -> Outputs:
-        return {self.key: inputs.model.ctc(inputs.encoder_out, inputs.encoder_out_lens,
-                                           inputs.text, inputs.text_lengths)}
+        ctc = inputs.model.ctc
+        if self.prior_weight == 0.0:
+            return {self.key: ctc(inputs.encoder_out, inputs.encoder_out_lens,
+                                  inputs.text, inputs.text_lengths)}
+        log_probs = ctc.frame_log_probs(inputs.encoder_out)  # (T, B, V)
+        if self.training:
+            self.update_prior(log_probs.detach(), inputs.encoder_out_lens)
+        log_prior = self.prior_weight * self.prior.clamp_min(self.PRIOR_FLOOR).log()
+        return {self.key: ctc.loss(log_probs, inputs.encoder_out_lens, inputs.text,
+                                   inputs.text_lengths, log_prior)}
+
+    @torch.no_grad()
+    def update_prior(self, log_probs: torch.Tensor, lens: torch.Tensor) -> None:
+        """Move the prior towards the mean posterior of this batch's frames (T, B, V)."""
+        valid = (torch.arange(log_probs.size(0), device=lens.device).unsqueeze(1)
+                 < lens.unsqueeze(0)).to(log_probs.dtype)  # (T, B)
+        frames = valid.sum()
+        if frames == 0:
+            return
+        mean = (log_probs.exp() * valid.unsqueeze(2)).sum((0, 1)) / frames
+        self.prior.lerp_(mean.to(self.prior.dtype), self.prior_momentum)
 
 
 class AttentionLoss(Loss):

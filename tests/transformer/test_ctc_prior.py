@@ -71,7 +71,8 @@ def test_uniform_prior_shifts_every_path_equally():
     ylens = torch.tensor([2, 1])
     plain = ctc(hs, hlens, ys, ylens)
     c = 0.5 * torch.log(torch.tensor(1 / 5, dtype=torch.float64))
-    shifted = ctc.loss(ctc.frame_log_probs(hs), hlens, ys, ylens, torch.full((5,), float(c), dtype=torch.float64))
+    log_prior = torch.full((5,), float(c), dtype=torch.float64)
+    shifted = ctc.loss(ctc.frame_log_probs(hs), hlens, ys, ylens, log_prior)
     # every path of utterance b gains -c per frame: the loss grows by c * sum(hlens) / B
     assert torch.allclose(shifted, plain + c * 11 / 2, rtol=1e-12)
 

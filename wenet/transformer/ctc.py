@@ -7,6 +7,8 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from wenet.utils.mask import make_non_pad_mask
+
 
 @torch.jit.unused
 def _warn_impossible(count: int, batch: int) -> None:
@@ -61,8 +63,7 @@ class CTC(torch.nn.Module):
         scores = log_probs - log_prior.to(log_probs.dtype)
         per_utt = F.ctc_loss(scores.log_softmax(2), ys_pad, hlens, ys_lens, reduction="none",
                              zero_infinity=True)
-        valid = (torch.arange(scores.size(0), device=scores.device).unsqueeze(1)
-                 < hlens.unsqueeze(0))  # (T, B)
+        valid = make_non_pad_mask(hlens, scores.size(0)).t()  # (T, B)
         log_norm = (scores.logsumexp(2) * valid).sum(0)  # (B,)
         # an impossible utterance (zero_infinity) contributes nothing, as without priors
         per_utt = torch.where(possible, per_utt - log_norm, per_utt)

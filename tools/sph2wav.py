@@ -11,13 +11,17 @@ shorten-compressed file is refused with an error naming it: it needs sph2pipe.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from typing import List, Optional
 
+import soundfile as sf
+
 # wav.scp pipes run in whatever process reads the data dir: find this checkout's wenet
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from wenet.dataset.audio import AudioError, decode_audio, encode_wav16, read_audio_bytes  # noqa: E402
+# torch-free, so that a pipe run once per recording starts quickly
+from wenet.dataset.audio_bytes import AudioError, decode_samples, read_audio_bytes  # noqa: E402
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -27,12 +31,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("sph", help="SPHERE file")
     args = p.parse_args(argv)
     try:
-        wav, rate = decode_audio(read_audio_bytes(args.sph), args.sph)
+        wav, rate = decode_samples(read_audio_bytes(args.sph), args.sph, dtype="int16")
         if args.channel is not None:
             if not 1 <= args.channel <= wav.shape[0]:
                 raise AudioError(f"{args.sph} has {wav.shape[0]} channels, no channel {args.channel}")
             wav = wav[args.channel - 1:args.channel]
-        sys.stdout.buffer.write(encode_wav16(wav, rate))
+        out = io.BytesIO()
+        sf.write(out, wav.T, rate, format="WAV", subtype="PCM_16")
+        sys.stdout.buffer.write(out.getvalue())
     except AudioError as e:
         sys.stderr.write(f"sph2wav.py: error: {e}\n")
         return 1

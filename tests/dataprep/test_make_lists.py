@@ -119,6 +119,33 @@ def test_segments_are_cut_and_stored_as_wav(tmp_path):
                 np.testing.assert_array_equal(stored, np.clip(np.round(ref * 32768), -32768, 32767))
 
 
+def test_a_piped_recording_is_read_once_for_all_its_segments(tmp_path):
+    # a Switchboard side is a pipe (sph2pipe) and has ~100 segments: run it once, not per segment
+    d = tmp_path / "data"
+    d.mkdir()
+    recs = {name: _noise(seed, RATE) for name, seed in (("ra", 1), ("rb", 2))}
+    runs = tmp_path / "runs"
+    scp = []
+    for name, samples in recs.items():
+        sf.write(str(d / f"{name}.wav"), samples, RATE, subtype="PCM_16")
+        scp.append(f"{name} sh -c 'echo {name} >> {runs}; cat {d / name}.wav' |\n")
+    (d / "wav.scp").write_text("".join(scp))
+    cuts = {"ra-1": ("ra", 0.0, 0.25), "ra-2": ("ra", 0.25, 0.6), "ra-3": ("ra", 0.7, -1),
+            "rb-1": ("rb", 0.1, 0.3), "rb-2": ("rb", 0.5, 0.9)}
+    (d / "segments").write_text("".join(f"{k} {r} {s} {e}\n" for k, (r, s, e) in cuts.items()))
+    (d / "text").write_text("".join(f"{k} word\n" for k in cuts))
+    out = tmp_path / "shards"
+    assert _make_shards(d, out, tmp_path / "data.list", 10, extra=["--segments", str(d / "segments")]) == 0
+    assert runs.read_text() == "ra\nrb\n"
+    members = _members(out / "shards_000000000.tar")
+    assert [n for n, _ in members] == [n for k in cuts for n in (f"{k}.txt", f"{k}.wav")]
+    for (r, s, e), (_, audio) in zip(cuts.values(), members[1::2]):
+        stored, _ = sf.read(io.BytesIO(audio), dtype="int16")
+        samples = recs[r]
+        np.testing.assert_array_equal(stored, samples[int(round(s * RATE)):(len(samples) if e < 0
+                                                                            else int(round(e * RATE)))])
+
+
 def test_failed_shard_is_never_listed(tmp_path, monkeypatch):
     d, _, _ = _corpus(tmp_path)
     shards = tmp_path / "shards"

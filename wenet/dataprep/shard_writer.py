@@ -51,11 +51,17 @@ def _add_member(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 
 class _RecordingCache:
-    """The last decoded recording, so consecutive segments of one file decode it once."""
+    """The last decoded recording, so consecutive segments of one file are read and
+    decoded once (a ``wav.scp`` pipe such as sph2pipe runs once per recording, not
+    once per segment)."""
 
     def __init__(self) -> None:
         self.spec: Optional[str] = None
         self.audio: Optional[Tuple[torch.Tensor, int]] = None
+
+    def lookup(self, spec: str) -> Optional[Tuple[torch.Tensor, int]]:
+        """The decoded audio of ``spec`` if it is the one held, else None."""
+        return self.audio if spec == self.spec else None
 
     def get(self, spec: str, data: bytes) -> Tuple[torch.Tensor, int]:
         if spec != self.spec:
@@ -69,20 +75,23 @@ class _RecordingCache:
 def utterance_audio(utt: Utterance, resample_rate: Optional[int],
                     cache: _RecordingCache) -> Tuple[str, bytes]:
     """(member suffix, bytes) of one utterance's audio; raises AudioError if unreadable."""
-    data = read_audio_bytes(utt.wav)
-    header = audio_header(data, utt.wav)
-    needs_resample = bool(resample_rate) and header.rate != resample_rate
-    if not utt.is_segment and not needs_resample:
-        if header.suffix is not None:
-            return header.suffix, data
-        logging.debug("utterance %s: %s audio re-encoded as WAV", utt.key, header.container)
-        return "wav", reencode_wav(data, utt.wav)
-    wav, rate = cache.get(utt.wav, data)
+    held = cache.lookup(utt.wav) if utt.is_segment else None
+    if held is not None:
+        wav, rate = held
+    else:
+        data = read_audio_bytes(utt.wav)
+        header = audio_header(data, utt.wav)
+        if not utt.is_segment and not (resample_rate and header.rate != resample_rate):
+            if header.suffix is not None:
+                return header.suffix, data
+            logging.debug("utterance %s: %s audio re-encoded as WAV", utt.key, header.container)
+            return "wav", reencode_wav(data, utt.wav)
+        wav, rate = cache.get(utt.wav, data)
     if utt.is_segment:
         wav = cut_audio(wav, rate, utt.start, utt.end)
         if wav.shape[1] == 0:
             raise AudioError(f"segment [{utt.start}, {utt.end}) of {utt.wav} is empty")
-    if needs_resample:
+    if resample_rate and rate != resample_rate:
         wav = resample(wav, rate, int(resample_rate))
         rate = int(resample_rate)
     return "wav", encode_wav16(wav, rate)

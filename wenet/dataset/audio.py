@@ -18,16 +18,15 @@ decodes (``soundfile.available_formats()``/``available_subtypes()``).
 from __future__ import annotations
 
 import io
-import subprocess
-from typing import Dict, FrozenSet, NamedTuple, Optional, Tuple
+from typing import FrozenSet, NamedTuple, Optional, Tuple
 
 import numpy as np
 import soundfile as sf
 import torch
 import torchaudio
 
-
-SPHERE_MAGIC = b"NIST_1A"
+from wenet.dataset.audio_bytes import (AudioError, decode_samples, libsndfile_reason, read_audio_bytes,
+                                       refuse_shorten)
 
 # (member suffix, libsndfile container, subtype or None for any subtype). Lossy
 # formats are here so they are stored as they are, never decoded and re-encoded.
@@ -47,53 +46,6 @@ AUDIO_FORMATS: FrozenSet[str] = frozenset(
     suffix for suffix, container, subtype in _FORMATS if _decodable(container, subtype))
 
 
-class AudioError(RuntimeError):
-    """Audio that cannot be read or decoded; the message names the source."""
-
-
-def _sphere_header(data: bytes) -> Dict[str, str]:
-    """The ``name -type value`` fields of a NIST SPHERE header, values as text;
-    ``{}`` when ``data`` is not SPHERE."""
-    if not data.startswith(SPHERE_MAGIC):
-        return {}
-    lines = data[:1024].split(b"\n", 2)
-    size = int(lines[1]) if len(lines) > 2 and lines[1].strip().isdigit() else 1024
-    fields: Dict[str, str] = {}
-    for line in data[:size].decode("ascii", "replace").splitlines()[2:]:
-        parts = line.split(None, 2)
-        if parts == ["end_head"]:
-            break
-        if len(parts) == 3 and parts[1].startswith("-"):
-            fields[parts[0]] = parts[2].strip()
-    return fields
-
-
-def read_audio_bytes(spec: str) -> bytes:
-    """The encoded bytes behind a wav.scp value (a path or ``cmd |``)."""
-    spec = spec.strip()
-    if spec.endswith("|"):
-        cmd = spec[:-1].strip()
-        proc = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        if proc.returncode != 0:
-            err = proc.stderr.decode("utf-8", "replace").strip()
-            raise AudioError(f"command '{cmd}' failed with exit code {proc.returncode}: {err}")
-        return proc.stdout
-    try:
-        with open(spec, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise AudioError(f"cannot read audio file {spec}: {e}") from e
-
-
-def _refuse_shorten(data: bytes, name: str) -> None:
-    """AudioError for shorten-compressed SPHERE, which libsndfile cannot decode."""
-    coding = _sphere_header(data).get("sample_coding", "")
-    if "shorten" in coding.lower():
-        raise AudioError(f"{name}: shorten-compressed NIST SPHERE (sample_coding {coding}), which "
-                         "libsndfile cannot decode: install sph2pipe (e.g. from Kaldi's tools/) "
-                         "and rerun the data preparation, so that wav.scp reads it through sph2pipe")
-
-
 class AudioHeader(NamedTuple):
     """What libsndfile reads from an audio header."""
 
@@ -111,20 +63,14 @@ class AudioHeader(NamedTuple):
         return None
 
 
-def _libsndfile_reason(error: Exception) -> str:
-    """libsndfile's own words for a failure ("Format not recognised."), without
-    soundfile's "Error opening <_io.BytesIO object at 0x...>" prefix."""
-    return str(getattr(error, "error_string", "") or error).strip()
-
-
 def audio_header(data: bytes, name: str = "<bytes>") -> AudioHeader:
     """Header of encoded audio; AudioError when libsndfile cannot decode it."""
-    _refuse_shorten(data, name)
+    refuse_shorten(data, name)
     try:
         info = sf.info(io.BytesIO(data))
     except Exception as e:  # soundfile raises several types for bad data
         raise AudioError(f"cannot read audio header of {name}: not audio libsndfile decodes "
-                         f"({_libsndfile_reason(e)}); convert such audio to WAV or FLAC "
+                         f"({libsndfile_reason(e)}); convert such audio to WAV or FLAC "
                          "first") from e
     return AudioHeader(info.format, info.subtype, int(info.samplerate))
 
@@ -132,15 +78,8 @@ def audio_header(data: bytes, name: str = "<bytes>") -> AudioHeader:
 def decode_audio(data: bytes, name: str = "<bytes>") -> Tuple[torch.Tensor, int]:
     """Decode audio bytes libsndfile reads (see ``AUDIO_FORMATS``) →
     (float32 tensor (channels, samples) in [-1, 1], rate)."""
-    if not data:
-        raise AudioError(f"cannot decode audio {name}: empty file (0 bytes)")
-    _refuse_shorten(data, name)
-    try:
-        samples, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
-    except Exception as e:  # soundfile raises several types for bad data
-        raise AudioError(f"cannot decode audio {name}: not audio: {_libsndfile_reason(e)}"
-                         ) from e
-    return torch.from_numpy(np.ascontiguousarray(samples.T)), int(rate)
+    samples, rate = decode_samples(data, name)
+    return torch.from_numpy(samples), rate
 
 
 def load_audio(spec: str, start: float = 0.0, end: Optional[float] = None) -> Tuple[torch.Tensor, int]:

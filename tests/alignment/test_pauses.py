@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from wenet.alignment.align import WordSpan, ctc_forced_align, token_spans, word_spans
-from wenet.alignment.pauses import (RefineConf, energy_db, pause_bias, pause_fraction, pause_runs,
-                                 refine_word_spans)
+from wenet.alignment.pauses import (DIGITAL_SILENCE_DB, RefineConf, energy_db, noise_floor_db, pause_bias,
+                                   pause_fraction, pause_runs, refine_word_spans)
 
 RATE = 16000
 
@@ -202,3 +202,22 @@ def test_speech_penalty_gives_unclaimed_speech_to_a_word():
     words = word_spans(token_spans(both, logp), ["\u2581a", "\u2581b"], shift)
     got = refine_word_spans(words, wav, RATE, conf)
     assert _times(got) == pytest.approx(_flat([(0.32, 0.80), (1.20, 1.68)]))
+
+
+@pytest.mark.parametrize("percentile", [0.0, 10.0, 37.5, 50.0, 100.0])
+def test_running_floor_equals_numpys_percentile_window_by_window(percentile):
+    # the floor is computed for all windows at once; the reference is numpy per window
+    rng = np.random.default_rng(3)
+    energy = rng.normal(-40.0, 15.0, 700)
+    energy[100:160] = DIGITAL_SILENCE_DB - 10  # digital silence: skipped, so NaN in the spans
+    energy[400:405] = DIGITAL_SILENCE_DB - 10
+    energy[:3] = energy[3]  # ties
+    for span in (1, 2, 61, 300):
+        floors = noise_floor_db(energy, percentile, span, skip_digital_silence=True)
+        values = np.where(energy > DIGITAL_SILENCE_DB, energy, np.nan)
+        half = span // 2
+        for i in range(len(energy)):
+            window = values[max(0, i - half):i - half + span]
+            expected = (np.nanpercentile(values, percentile) if np.isnan(window).all()
+                        else np.nanpercentile(window, percentile))
+            assert floors[i] == expected, (span, i)

@@ -58,11 +58,15 @@ def _brute_force_plan(quiet, hi_s, conf):
     cut_pause_s, else the longest (earliest of equals). (begin, end, resume, in pause) in
     samples; None where no pause qualifies (the quietest-window cut)."""
     n = int(round(hi_s * 100))
-    q = quiet[:n]
+    q = [bool(x) for x in quiet[:n]]
+    count = [0]  # count[k]: quiet windows among the first k
+    for x in q:
+        count.append(count[-1] + x)
     runs = []
     for i in range(n):
         for j in range(i + 1, n + 1):
-            whole = q[i:j].all() and (i == 0 or not q[i - 1]) and (j == n or not q[j])
+            whole = (count[j] - count[i] == j - i and (i == 0 or not q[i - 1])
+                     and (j == n or not q[j]))
             if whole and (j - i) / 100 >= conf.vad.min_pause_s - 1e-9:
                 runs.append((i / 100, j / 100))
     begin = 0.0

@@ -105,8 +105,26 @@ def noise_floor_db(energy: np.ndarray, percentile: float, span: int = 0,
     views = np.lib.stride_tricks.sliding_window_view(padded, span)
     floors = np.full(len(energy), overall)
     some = ~np.isnan(views).all(axis=1)
-    floors[some] = np.nanpercentile(views[some], percentile, axis=1)
+    floors[some] = _row_nanpercentiles(views[some], percentile)
     return floors
+
+
+def _row_nanpercentiles(rows: np.ndarray, percentile: float) -> np.ndarray:
+    """``np.nanpercentile(rows, percentile, axis=1)`` (its linear method, the same
+    arithmetic) for rows that each hold a number, all rows at once: numpy falls back to
+    one Python-level call per row as soon as any row holds a NaN, which made this the
+    cost of segmenting long audio (~40,000 calls for 4 minutes)."""
+    ordered = np.sort(rows, axis=1)  # NaNs last
+    count = (~np.isnan(rows)).sum(axis=1)
+    virtual = (count - 1) * (percentile / 100)
+    below = np.floor(virtual).astype(np.int64)
+    gamma = virtual - below
+    at = np.arange(len(rows))
+    a = ordered[at, below]
+    b = ordered[at, np.minimum(below + 1, count - 1)]
+    diff = b - a
+    # numpy's lerp: from the nearer end, so that gamma 0 and 1 give a and b exactly
+    return np.where(gamma >= 0.5, b - diff * (1 - gamma), a + diff * gamma)
 
 
 def pause_runs(samples: np.ndarray, rate: int, conf: RefineConf = RefineConf()

@@ -159,8 +159,13 @@ def test_limits(model_dir, loaded, expected, one_thread):
     _u2pp_only(model_dir)
     pcm, text = expected[1]
     with _serve(loaded, max_session_s=1.0) as srv:
+        began = time.monotonic()
         res = asyncio.run(stream_audio(srv.url, pcm))
-        assert "longer than 1 s of audio" in res.messages[-1]["message"]
+        assert "longer than 1 s of audio" in res.messages[-1]["message"] and res.close_code == 1008
+        # the audio sent before the client read the error must not stall the close: with
+        # the server's queue full, it used to wait out the 10 s close timeout
+        assert time.monotonic() - began < 5.0
+        assert _idle(srv, timeout_s=0.5)
     with _serve(loaded, max_clients=2) as srv:
         async def crowd():
             async with connect(srv.url) as a, connect(srv.url) as b:
@@ -308,13 +313,15 @@ def test_health_and_page(model_dir, loaded):
     _u2pp_only(model_dir)
     with _serve(loaded) as srv:
         base = f"http://127.0.0.1:{srv.port}"
-        health = json.loads(urllib.request.urlopen(base + "/healthz").read())
+        with urllib.request.urlopen(base + "/healthz") as r:
+            health = json.loads(r.read())
         assert health == {"status": "ok", "clients": 0, "max_clients": CONFIG.max_clients}
-        page = urllib.request.urlopen(base + "/")
-        assert page.headers["Content-Type"].startswith("text/html")
-        assert b"getUserMedia" in page.read()
+        with urllib.request.urlopen(base + "/") as page:
+            assert page.headers["Content-Type"].startswith("text/html")
+            assert b"getUserMedia" in page.read()
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(base + "/nothing")
+        e.value.close()  # an open response holds its connection, and the server's shutdown waits for it
         assert e.value.code == 404
 
 

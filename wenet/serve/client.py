@@ -87,7 +87,7 @@ async def stream_audio(url: str, pcm: bytes, chunk_ms: float = 100.0, realtime: 
         except ConnectionClosed:
             pass
         await asyncio.wait_for(receiver, timeout_s)
-        result.close_code = ws.close_code
+    result.close_code = ws.close_code  # known once the closing handshake is over
     return result
 
 

@@ -231,11 +231,28 @@ def _response(status: http.HTTPStatus, content_type: str, body: bytes) -> Respon
 
 
 async def _refuse(ws: ServerConnection, message: str, code: int) -> None:
-    """Send an error and close; nothing to do if the client is already gone."""
+    """Send an error and close; nothing to do if the client is already gone.
+
+    Audio the client sent before it read the error still fills the connection's queue
+    (``max_queue`` messages), and with the queue full the connection reads nothing more,
+    not even the client's answer to the close: the close would wait out its timeout
+    (10 s) with the session counted. So what is queued is read and dropped meanwhile."""
+    drain = asyncio.create_task(_discard_incoming(ws))
     try:
         await ws.send(failed(message))
         await ws.close(code, message[:120])
     except ConnectionClosed:
+        pass
+    finally:
+        drain.cancel()
+
+
+async def _discard_incoming(ws: ServerConnection) -> None:
+    """Read and drop messages until the connection closes."""
+    try:
+        while True:
+            await ws.recv()
+    except Exception:  # closed (or being read elsewhere): nothing left to drop here
         pass
 
 

@@ -82,10 +82,50 @@ def decode_audio(data: bytes, name: str = "<bytes>") -> Tuple[torch.Tensor, int]
     return torch.from_numpy(samples), rate
 
 
+# containers whose samples libsndfile seeks to exactly, so that a segment can be read alone
+_SEEKABLE = frozenset({"WAV", "WAVEX", "FLAC", "NIST", "AIFF", "W64", "CAF"})
+
+
 def load_audio(spec: str, start: float = 0.0, end: Optional[float] = None) -> Tuple[torch.Tensor, int]:
-    """Read a wav.scp value, optionally cut to [start, end) seconds (end -1 or None: to the end)."""
+    """Read a wav.scp value, optionally cut to [start, end) seconds (end -1 or None: to the end).
+
+    A segment of a file (not a pipe) in a container libsndfile seeks in exactly is read
+    alone: a 3 s segment of an hour-long WAV costs a seek, not the hour (a raw data.list
+    with ``start``/``end`` reads every segment this way in every epoch). The samples are
+    those of decoding the whole file and cutting."""
+    if _is_cut(start, end) and not spec.strip().endswith("|"):
+        part = _read_part(spec.strip(), start, end)
+        if part is not None:
+            return part
     wav, rate = decode_audio(read_audio_bytes(spec), spec)
     return cut_audio(wav, rate, start, end), rate
+
+
+def _is_cut(start: float, end: Optional[float]) -> bool:
+    return start > 0 or (end is not None and end >= 0)
+
+
+def _read_part(path: str, start: float, end: Optional[float]) -> Optional[Tuple[torch.Tensor, int]]:
+    """Samples ``[round(start * rate), round(end * rate))`` of a seekable file read alone, as
+    ``cut_audio`` would cut them; None when the file is not one (the caller then decodes
+    it whole, which also gives any error its full message)."""
+    try:
+        with sf.SoundFile(path) as f:
+            if f.format not in _SEEKABLE or not f.seekable():
+                return None
+            if f.format == "NIST":
+                with open(path, "rb") as head:
+                    refuse_shorten(head.read(1024), path)
+            rate = int(f.samplerate)
+            first = int(round(start * rate))
+            last = f.frames if end is None or end < 0 else int(round(end * rate))
+            last = min(last, f.frames)
+            first = min(first, last)
+            f.seek(first)
+            samples = f.read(last - first, dtype="float32", always_2d=True)
+    except Exception:  # not audio libsndfile opens (or shorten SPHERE): the whole-file path says why
+        return None
+    return torch.from_numpy(np.ascontiguousarray(samples.T)), rate
 
 
 def cut_audio(wav: torch.Tensor, rate: int, start: float = 0.0,
@@ -94,7 +134,7 @@ def cut_audio(wav: torch.Tensor, rate: int, start: float = 0.0,
 
     Shared by load_audio and the tools that decode a recording once and cut many segments.
     """
-    if start > 0 or (end is not None and end >= 0):
+    if _is_cut(start, end):
         first = int(round(start * rate))
         last = wav.shape[1] if end is None or end < 0 else int(round(end * rate))
         wav = wav[:, first:last]

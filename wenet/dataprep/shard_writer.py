@@ -29,7 +29,7 @@ from typing import List, Optional, Tuple
 import torch
 from tqdm import tqdm
 
-from wenet.dataset.audio import (AudioError, audio_header, cut_audio, decode_audio, encode_wav16,
+from wenet.dataset.audio import (AudioError, RecordingCache, audio_header, cut_audio, encode_wav16,
                                  read_audio_bytes, reencode_wav, resample)
 from wenet.dataprep.data_list import Utterance
 from wenet.utils.file_utils import atomic_open, atomic_write_text, dead_writers_temp_files
@@ -50,30 +50,8 @@ def _add_member(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-class _RecordingCache:
-    """The last decoded recording, so consecutive segments of one file are read and
-    decoded once (a ``wav.scp`` pipe such as sph2pipe runs once per recording, not
-    once per segment)."""
-
-    def __init__(self) -> None:
-        self.spec: Optional[str] = None
-        self.audio: Optional[Tuple[torch.Tensor, int]] = None
-
-    def lookup(self, spec: str) -> Optional[Tuple[torch.Tensor, int]]:
-        """The decoded audio of ``spec`` if it is the one held, else None."""
-        return self.audio if spec == self.spec else None
-
-    def get(self, spec: str, data: bytes) -> Tuple[torch.Tensor, int]:
-        if spec != self.spec:
-            self.spec, self.audio = None, None
-            self.audio = decode_audio(data, spec)
-            self.spec = spec
-        assert self.audio is not None
-        return self.audio
-
-
 def utterance_audio(utt: Utterance, resample_rate: Optional[int],
-                    cache: _RecordingCache) -> Tuple[str, bytes]:
+                    cache: RecordingCache) -> Tuple[str, bytes]:
     """(member suffix, bytes) of one utterance's audio; raises AudioError if unreadable."""
     held = cache.lookup(utt.wav) if utt.is_segment else None
     if held is not None:
@@ -108,7 +86,7 @@ def write_shard(utts: List[Utterance], path: str,
     Nothing is left at ``path`` unless the whole shard was written; a shard whose
     utterances all fail is not created.
     """
-    cache = _RecordingCache()
+    cache = RecordingCache()
     failures: List[_Failure] = []
     written = 0
     try:

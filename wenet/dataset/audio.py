@@ -128,6 +128,30 @@ def _read_part(path: str, start: float, end: Optional[float]) -> Optional[Tuple[
     return torch.from_numpy(np.ascontiguousarray(samples.T)), rate
 
 
+class RecordingCache:
+    """The last decoded recording, so that consecutive segments of one recording are read
+    and decoded once: a ``wav.scp`` pipe such as sph2pipe runs once per recording, not
+    once per segment (a Switchboard side has ~100). Holds one recording's samples."""
+
+    def __init__(self) -> None:
+        self.spec: Optional[str] = None
+        self.audio: Optional[Tuple[torch.Tensor, int]] = None
+
+    def lookup(self, spec: str) -> Optional[Tuple[torch.Tensor, int]]:
+        """The decoded audio of ``spec`` if it is the one held, else None."""
+        return self.audio if spec == self.spec else None
+
+    def get(self, spec: str, data: Optional[bytes] = None) -> Tuple[torch.Tensor, int]:
+        """The decoded audio of ``spec`` (its bytes ``data`` when already read), held for
+        the next call; AudioError when it cannot be read."""
+        if spec != self.spec:
+            self.spec, self.audio = None, None
+            self.audio = decode_audio(read_audio_bytes(spec) if data is None else data, spec)
+            self.spec = spec
+        assert self.audio is not None
+        return self.audio
+
+
 def cut_audio(wav: torch.Tensor, rate: int, start: float = 0.0,
               end: Optional[float] = None) -> torch.Tensor:
     """Samples [round(start*rate), round(end*rate)) of (channels, samples); end -1/None: to the end.

@@ -20,7 +20,8 @@ import tarfile
 import urllib.request
 from typing import BinaryIO, Dict, Iterable, Iterator, Optional, Tuple
 
-from wenet.dataset.audio import AUDIO_FORMATS, AudioError, decode_audio, load_audio
+from wenet.dataset.audio import (AUDIO_FORMATS, AudioError, RecordingCache, cut_audio, decode_audio,
+                                 load_audio)
 from wenet.dataset.stats import PipelineStats
 
 Sample = Dict[str, object]
@@ -156,7 +157,10 @@ def shard_samples(items: Iterable[ListItem], stats: PipelineStats,
 def raw_samples(items: Iterable[ListItem], stats: PipelineStats,
                 need_text: bool = True) -> Iterator[Sample]:
     """Samples from raw data.list lines: JSON ``{"key","wav","txt"[,"start","end"]}``
-    (``txt`` optional when ``need_text`` is False)."""
+    (``txt`` optional when ``need_text`` is False). Consecutive lines of one piped
+    recording (``"wav": "sph2pipe ... |"`` with start/end, as make_raw_list.py writes
+    Switchboard's segments) run the pipe once."""
+    piped = RecordingCache()
     for where, line in items:
         try:
             obj = json.loads(line)
@@ -173,7 +177,7 @@ def raw_samples(items: Iterable[ListItem], stats: PipelineStats,
         if not txt and need_text:
             stats.warn("empty_transcript", f"utterance {key} ({where}): empty transcript")
             continue
-        sample = _load(key, where, spec, stats, start, end)
+        sample = _load(key, where, spec, stats, start, end, piped)
         if sample is not None:
             sample["txt"] = txt
             yield sample
@@ -200,10 +204,15 @@ def scp_samples(items: Iterable[ListItem], stats: PipelineStats) -> Iterator[Sam
 
 
 def _load(key: str, where: str, spec: str, stats: PipelineStats, start: float = 0.0,
-          end: Optional[float] = None) -> Optional[Sample]:
-    """A sample with the audio of ``spec``, or None (counted as ``audio_decode_error``)."""
+          end: Optional[float] = None, piped: Optional[RecordingCache] = None) -> Optional[Sample]:
+    """A sample with the audio of ``spec``, or None (counted as ``audio_decode_error``).
+    A pipe's recording comes through ``piped`` when given (decoded once for its segments)."""
     try:
-        wav, rate = load_audio(spec, start, end)
+        if piped is not None and spec.strip().endswith("|"):
+            wav, rate = piped.get(spec)
+            wav = cut_audio(wav, rate, start, end)
+        else:
+            wav, rate = load_audio(spec, start, end)
     except AudioError as e:
         stats.warn("audio_decode_error", f"utterance {key} ({where}): {e}")
         return None

@@ -9,16 +9,14 @@ out.wav``). Several channels are averaged to mono, as training does.
 """
 from __future__ import annotations
 
-import io
 import logging
 import os
-import subprocess
 import sys
 from typing import IO, AbstractSet, List, Optional, Sequence, Tuple
 
 import numpy as np
-import soundfile as sf
 
+from wenet.dataset.audio_bytes import AudioError, decode_samples, read_audio_bytes
 from wenet.runtime.fbank import FbankOptions, fbank
 
 logger = logging.getLogger(__name__)
@@ -71,35 +69,17 @@ def audio_inputs(args: Sequence[str], stdin: Optional[IO[str]] = None,
     return items
 
 
-def _read_bytes(spec: str) -> bytes:
-    if spec.endswith("|"):
-        cmd = spec[:-1].strip()
-        proc = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        if proc.returncode != 0:
-            raise InputError(f"command '{cmd}' failed with exit code {proc.returncode}: "
-                             f"{proc.stderr.decode('utf-8', 'replace').strip()}")
-        return proc.stdout
-    try:
-        with open(spec, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise InputError(f"cannot read {spec}: {e.strerror}") from None
-
-
 def read_audio(spec: str) -> Tuple[np.ndarray, int]:
-    """Mono float32 samples in [-1, 1] and the rate of a wav.scp value."""
-    data = _read_bytes(spec.strip())
-    if not data:
-        raise InputError("empty file (0 bytes)")
+    """Mono float32 samples in [-1, 1] and the rate of a wav.scp value (read and decoded
+    as training reads it, ``wenet.dataset.audio_bytes``, which needs no torch)."""
     try:
-        samples, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
-    except Exception as e:  # soundfile raises several types for data it cannot decode
-        reason = str(getattr(e, "error_string", "") or e).strip()
-        raise InputError(f"not audio libsndfile decodes ({reason})") from None
-    if samples.shape[1] > 1:
-        logger.warning("%s: %d channels averaged to mono", spec, samples.shape[1])
-        samples = samples.mean(axis=1, keepdims=True, dtype=np.float32)
-    return np.ascontiguousarray(samples[:, 0]), int(rate)
+        samples, rate = decode_samples(read_audio_bytes(spec), spec.strip())
+    except AudioError as e:
+        raise InputError(str(e)) from None
+    if samples.shape[0] > 1:
+        logger.warning("%s: %d channels averaged to mono", spec, samples.shape[0])
+        samples = samples.mean(axis=0, keepdims=True, dtype=np.float32)
+    return np.ascontiguousarray(samples[0]), rate
 
 
 def features(spec: str, options: FbankOptions, min_frames: int) -> np.ndarray:

@@ -13,7 +13,7 @@ KNOWN_CONF_KEYS = frozenset({
     "filter_conf", "resample_conf", "speed_perturb", "fbank_conf", "feats_type",
     "spec_aug", "spec_aug_conf", "spec_sub", "spec_sub_conf", "spec_trim", "spec_trim_conf",
     "shuffle", "shuffle_conf", "sort", "sort_conf", "batch_conf", "cache_features",
-    "vtlp", "vtlp_conf"})
+    "vtlp", "vtlp_conf", "edge_pad", "edge_pad_conf"})
 # The keys each sub-configuration may hold (they become keyword arguments of a stage).
 SUB_CONF_KEYS = {
     "filter_conf": {"max_length", "min_length", "token_max_length", "token_min_length",
@@ -24,6 +24,7 @@ SUB_CONF_KEYS = {
     "spec_aug_conf": {"num_t_mask", "num_f_mask", "max_t", "max_f", "warp", "max_w"},
     "spec_sub_conf": {"max_t", "num_t_sub"},
     "spec_trim_conf": {"max_t"},
+    "edge_pad_conf": {"max_t", "prob", "digital_prob", "max_drop_db", "search"},
     "shuffle_conf": {"shuffle_size"},
     "sort_conf": {"sort_size"},
     "batch_conf": {"batch_type", "batch_size", "max_frames_in_batch"},

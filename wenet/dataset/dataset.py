@@ -6,7 +6,7 @@ The whole chain is assembled in ``Dataset._pipeline``::
     epoch, split by rank, then by DataLoader worker)
     → tar shards read as streams / raw JSON lines → decoded audio (mono)
     → tokenize → filter → resample → speed perturb → fbank (VTLP warp)
-    → spec_aug → spec_sub → spec_trim → shuffle buffer → sort buffer → batch → pad
+    → edge_pad → spec_aug → spec_sub → spec_trim → shuffle buffer → sort buffer → batch → pad
 
 configured by WeNet 2.x's ``dataset_conf`` keys, plus ``cache_features``: keep
 each shard's fbank features (everything up to fbank) in memory after their first
@@ -26,7 +26,7 @@ exactly the batches a run had already trained on before it was interrupted:
   cache every epoch uses epoch 0's draws. A run resumed with an empty cache thus
   recomputes exactly the features the uninterrupted run had cached; speed
   perturbation (never cached) has a stream of its own;
-- SpecAugment, spec_sub/trim and the shuffle buffer draw from a ``random.Random``
+- edge_pad, SpecAugment, spec_sub/trim and the shuffle buffer draw from a ``random.Random``
   seeded by (seed, epoch, rank, worker), the same with or without the cache.
 
 Readers (ranks x DataLoader workers) normally split the data.list by line. When
@@ -348,6 +348,8 @@ class Dataset(IterableDataset):
             data = self._cached_features(reading)
         else:
             data = self._features(reading)
+        if train and conf.get("edge_pad", False):
+            data = processor.edge_pad_samples(data, rng, **sub_conf(conf, "edge_pad_conf"))
         if train and conf.get("spec_aug", False):
             data = processor.spec_aug_samples(data, rng, **sub_conf(conf, "spec_aug_conf"))
         if train and conf.get("spec_sub", False):

@@ -152,6 +152,14 @@ def fbank(samples: Iterable[Sample], stats: PipelineStats, rng: random.Random,
 
 # ---------------------------------------------------------------- feature stages
 
+def edge_pad_samples(samples: Iterable[Sample], rng: random.Random,
+                     **conf) -> Iterator[Sample]:
+    """Longer silence at the ends of every utterance (``spec_aug.edge_pad``)."""
+    for s in samples:
+        s["feat"] = aug.edge_pad(s["feat"], rng, **conf)
+        yield s
+
+
 def spec_aug_samples(samples: Iterable[Sample], rng: random.Random,
                      **conf) -> Iterator[Sample]:
     """SpecAugment on every utterance (see ``spec_aug.spec_aug`` for the options)."""

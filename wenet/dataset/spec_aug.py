@@ -8,9 +8,11 @@ The input tensor is never modified; a new tensor is returned.
   spans, with optional time warping.
 - ``spec_sub``: replace a few time spans with copies of earlier spans.
 - ``spec_trim``: cut a random number of frames off the end.
+- ``edge_pad``: lengthen the silence before and after the speech.
 """
 from __future__ import annotations
 
+import math
 import random
 
 import torch
@@ -73,3 +75,46 @@ def spec_trim(feats: torch.Tensor, rng: random.Random, max_t: int = 20) -> torch
     if length < frames / 2:
         return feats[:frames - length].clone()
     return feats
+
+
+# log-mel of digital silence: ``fbank.compute_fbank`` floors every mel energy at float32's eps
+SILENCE_LOG_MEL = math.log(torch.finfo(torch.float32).eps)
+
+
+def edge_pad(feats: torch.Tensor, rng: random.Random, max_t: int = 40, prob: float = 0.5,
+             digital_prob: float = 0.3, max_drop_db: float = 40.0,
+             search: int = 10) -> torch.Tensor:
+    """Add 1..``max_t`` frames of silence before and/or after the utterance (each end with
+    probability ``prob``), the transcript unchanged.
+
+    Why: a corpus whose every utterance has a short lead-in of one kind teaches a model that
+    speech starts after it. Given a segment cut from a long recording (a longer pause,
+    quieter, or digital zeros, which a decoder without dither turns into the fbank floor),
+    such a model misrecognises words in the middle of the segment as well (RESULTS.md, Long
+    audio). A pad is digital silence (every bin at the fbank floor, as ``compute_fbank``
+    gives for zeros) with probability ``digital_prob``; otherwise it is made of the three
+    quietest of the ``search`` frames at that end, in random order, made quieter by one drop
+    drawn uniformly from 0..``max_drop_db`` dB of power (a constant in every log-mel bin),
+    never below the floor. Utterances of fewer than ``search`` frames are returned as they are.
+    """
+    frames = feats.size(0)
+    if frames < search or max_t < 1:
+        return feats
+    parts = [feats]
+    for front in (True, False):
+        if rng.random() >= prob:
+            continue
+        length = rng.randint(1, max_t)
+        if rng.random() < digital_prob:
+            pad = feats.new_full((length, feats.size(1)), SILENCE_LOG_MEL)
+        else:
+            edge = feats[:search] if front else feats[frames - search:]
+            quiet = edge.sum(dim=1).argsort()[:3].tolist()
+            picks = [quiet[rng.randrange(len(quiet))] for _ in range(length)]
+            drop = rng.uniform(0.0, max_drop_db) * math.log(10.0) / 10.0  # dB of power, in nats
+            pad = (edge[picks] - drop).clamp_(min=SILENCE_LOG_MEL)
+        if front:
+            parts.insert(0, pad)
+        else:
+            parts.append(pad)
+    return torch.cat(parts) if len(parts) > 1 else feats

@@ -35,8 +35,8 @@ def decoding_dataset_conf(dataset_conf: dict, batch_size: int) -> dict:
                            "token_min_length": 0, "min_output_input_ratio": 0.0,
                            "max_output_input_ratio": 1e9}
     # one pass: a feature cache would only hold memory
-    for key in ("speed_perturb", "vtlp", "spec_aug", "spec_sub", "spec_trim", "shuffle",
-                "sort", "cache_features"):
+    for key in ("speed_perturb", "vtlp", "edge_pad", "spec_aug", "spec_sub", "spec_trim",
+                "shuffle", "sort", "cache_features"):
         conf[key] = False
     conf["batch_conf"] = {"batch_type": "static", "batch_size": batch_size}
     return conf

@@ -10,6 +10,10 @@ Runs (``--runs``, comma-separated):
 * ``joined``: its utterances (sorted by key) concatenated into ``WORK/joined.wav`` with
   ``--gap_s`` seconds of digital silence between them (drawn uniformly, seeded), scored
   against the transcripts joined in the same order (one utterance, key ``joined``);
+* ``padded``: every file of the set with ``--pad_edges_s`` seconds of digital silence
+  added before and after it (``WORK/padded.scp``), scored against its ``text``: how much
+  the model minds a longer, quieter lead-in than its training data had, as a segment cut
+  from a long recording has;
 * ``joined_whole``: the same file with ``--max_segment_s 0`` (decoded in one piece:
   what transcribe.py did before segmentation; minutes and gigabytes);
 * ``hour``: ``joined.wav`` repeated to at least ``--hour_minutes`` (written in blocks):
@@ -87,6 +91,26 @@ def write_joined(data_dir: str, work_dir: str, gap_s: Tuple[float, float], seed:
     return wav_path, ref, total / rate
 
 
+def write_padded(data_dir: str, work_dir: str, pad_s: float) -> Tuple[str, float]:
+    """Each file of ``data_dir`` with ``pad_s`` of zeros at both ends, as 16-bit WAVs under
+    ``WORK/padded/``, listed in ``WORK/padded.scp`` under the same keys; (scp, duration)."""
+    with open(os.path.join(data_dir, "wav.scp"), encoding="utf-8") as f:
+        scp = dict(scp_line(line) for line in f if line.strip())
+    out_dir = os.path.join(work_dir, "padded")
+    os.makedirs(out_dir, exist_ok=True)
+    scp_path, total = os.path.join(work_dir, "padded.scp"), 0.0
+    with open(scp_path, "w", encoding="utf-8") as out:
+        for key in sorted(scp):
+            wav, rate = load_audio(scp[key])
+            zeros = np.zeros(int(round(pad_s * rate)), dtype=np.float32)
+            samples = np.concatenate([zeros, to_mono(wav)[0].numpy(), zeros])
+            path = os.path.join(out_dir, f"{key}.wav")
+            sf.write(path, samples, rate, subtype="PCM_16")
+            out.write(f"{key} {path}\n")
+            total += len(samples) / rate
+    return scp_path, total
+
+
 def write_repeated(src: str, ref: str, work_dir: str, minutes: float) -> Tuple[str, str, float]:
     """``src`` repeated to at least ``minutes`` as ``WORK/hour.wav`` (block by block), and its
     reference; the path, reference path and duration."""
@@ -150,6 +174,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="attention_rescoring")
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--gap_s", default="0.3,0.5", help="range of the silences between files")
+    p.add_argument("--pad_edges_s", type=float, default=0.3,
+                   help="silence added at both ends of each file by the padded run")
     p.add_argument("--hour_minutes", type=float, default=60.0)
     p.add_argument("--seed", type=int, default=0)
     return p
@@ -158,7 +184,7 @@ def get_parser() -> argparse.ArgumentParser:
 def main() -> None:
     args = get_parser().parse_args()
     runs = [r for r in args.runs.split(",") if r]
-    unknown = set(runs) - {"separate", "joined", "joined_whole", "hour"}
+    unknown = set(runs) - {"separate", "padded", "joined", "joined_whole", "hour"}
     if unknown:
         sys.exit(f"unknown runs {sorted(unknown)}")
     os.makedirs(args.work_dir, exist_ok=True)
@@ -176,6 +202,10 @@ def main() -> None:
             scp = read_kv(inputs[0])
             audio_s = sum(sf.info(v).duration for v in scp.values())
             what = f"{len(scp)} files, {audio_s:.0f} s"
+        elif run == "padded":
+            scp_path, audio_s = write_padded(args.data_dir, args.work_dir, args.pad_edges_s)
+            inputs, ref = [scp_path], os.path.join(args.data_dir, "text")
+            what = f"{len(read_kv(scp_path))} files, {audio_s:.0f} s"
         elif run in ("joined", "joined_whole"):
             inputs, ref, audio_s = [joined[0]], joined[1], joined[2]
             what = f"1 file, {audio_s:.0f} s"

@@ -120,7 +120,9 @@ def test_edge_pad_in_the_pipeline_when_training_only(tmp_path):
     data_list = write_shards(tmp_path, corpus, per_shard=3)
     conf = {**PLAIN, "edge_pad": True, "edge_pad_conf": {"prob": 1.0, "max_t": 5,
                                                          "digital_prob": 1.0}}
-    padded = collect(Dataset("shard", data_list, TABLE, conf))
+    batches = list(Dataset("shard", data_list, TABLE, conf))
+    padded = collect(batches)
+    added = {k: int(n) for b in batches for k, n in zip(b["keys"], b["added_frames"])}
     plain = collect(Dataset("shard", data_list, TABLE, conf, training=False))
     for key, _, audio in corpus:
         ref = reference_fbank(audio)
@@ -130,6 +132,9 @@ def test_edge_pad_in_the_pipeline_when_training_only(tmp_path):
         back = int((feat.flip(0)[:, 0] == SILENCE_LOG_MEL).long().cumprod(0).sum())
         assert 1 <= front <= 5 and 1 <= back <= 5
         torch.testing.assert_close(feat[front:feat.size(0) - back], ref, rtol=0, atol=1e-4)
+        assert added[key] == front + back
+    assert all("added_frames" not in b for b in Dataset("shard", data_list, TABLE, conf,
+                                                        training=False))
     assert decoding_dataset_conf(conf, 4)["edge_pad"] is False
     with pytest.raises(ValueError, match="unknown keys \\['level'\\]"):
         Dataset("shard", data_list, TABLE, {**conf, "edge_pad_conf": {"level": 1}})

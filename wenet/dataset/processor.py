@@ -154,9 +154,12 @@ def fbank(samples: Iterable[Sample], stats: PipelineStats, rng: random.Random,
 
 def edge_pad_samples(samples: Iterable[Sample], rng: random.Random,
                      **conf) -> Iterator[Sample]:
-    """Longer silence at the ends of every utterance (``spec_aug.edge_pad``)."""
+    """Longer silence at the ends of every utterance (``spec_aug.edge_pad``); the frames
+    added are kept as ``added_frames``, so that throughput counts the utterance's audio."""
     for s in samples:
+        frames = s["feat"].size(0)
         s["feat"] = aug.edge_pad(s["feat"], rng, **conf)
+        s["added_frames"] = s["feat"].size(0) - frames
         yield s
 
 
@@ -246,14 +249,15 @@ def dynamic_batch(samples: Iterable[Sample],
 
 
 def pad_batch(batches: Iterable[List[Sample]], stats: PipelineStats) -> Iterator[dict]:
-    """Lists of samples → the batch dict of docs/interfaces.md (longest first, as in WeNet)."""
+    """Lists of samples → the batch dict of docs/interfaces.md (longest first, as in WeNet);
+    ``added_frames`` only when some sample has it (edge_pad)."""
     for batch in batches:
         batch = sorted(batch, key=lambda s: s["feat"].size(0), reverse=True)
         feats = [s["feat"] for s in batch]
         labels = [torch.tensor(s["label"], dtype=torch.int64, device=HOST) for s in batch]
         stats.utterances += len(batch)
         stats.batches += 1
-        yield {
+        out = {
             "keys": [s["key"] for s in batch],
             "feats": pad_sequence(feats, batch_first=True, padding_value=0.0),
             "feats_lengths": torch.tensor([f.size(0) for f in feats], dtype=torch.int64,
@@ -262,3 +266,7 @@ def pad_batch(batches: Iterable[List[Sample]], stats: PipelineStats) -> Iterator
             "target_lengths": torch.tensor([len(x) for x in labels], dtype=torch.int64,
                                            device=HOST),
         }
+        if any("added_frames" in s for s in batch):
+            out["added_frames"] = torch.tensor([s.get("added_frames", 0) for s in batch],
+                                               dtype=torch.int64, device=HOST)
+        yield out

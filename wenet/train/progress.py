@@ -96,7 +96,10 @@ class EpochProgress:
         for key, value in out.items():  # LOSS_KEYS, and what a model adds (loss_cr, loss_pruned...)
             if (key in LOSS_KEYS or key.startswith("loss_")) and value is not None:
                 self.window.losses[key] = self.window.losses.get(key, 0.0) + float(value.detach())
-        audio = float(batch["feats_lengths"].sum()) * self.conf.frame_shift_ms / 1000.0
+        frames = batch["feats_lengths"].sum()
+        if "added_frames" in batch:  # edge_pad's silence is not audio
+            frames = frames - batch["added_frames"].sum()
+        audio = float(frames) * self.conf.frame_shift_ms / 1000.0
         self.window.audio += audio
         self.epoch_audio += audio
 

@@ -326,7 +326,8 @@ def evaluate(args, utts: List[dict]) -> None:
     print(f"voices: {args.voices}; refinement: slack {1000 * args.refine_slack:.0f} ms, "
           f"margin {args.refine_margin_db:.0f} dB, edge margin {args.refine_edge_margin_db:.0f} dB, "
           f"min pause {1000 * args.refine_min_pause:.0f} ms, "
-          f"pause penalty {args.pause_penalty:g}, speech penalty {args.speech_penalty:g}")
+          "penalties (pause, speech) CTC %g / %g, transducer %g / %g"
+          % (*refine_conf(args).penalties(), *refine_conf(args).penalties(transducer=True)))
     within = {name: report(name, r, args.tolerance) for name, r in rows.items()}
     print(f"summary ({args.voices} voices, {args.snr_db:g} dB SNR): " + ", ".join(
         f"{name} {100 * w:.1f} %" for name, w in within.items())

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from wenet.alignment.align import TokenSpan, WordSpan
-from wenet.alignment.pauses import RefineConf
+from wenet.alignment import timing
+from wenet.alignment.pauses import CTC_PENALTIES, TRANSDUCER_PENALTIES, RefineConf
 from wenet.alignment.rnnt import rnnt_steered_path
 from wenet.alignment.timing import (FrameGeometry, align_and_time, enforce_min_duration,
                                     frame_offset_seconds, time_tokens)
@@ -167,6 +168,33 @@ def test_refinement_puts_the_boundaries_on_the_known_pauses(search):
     # without the audio the same scores put both words at the start
     _, _, plain = align_and_time([1, 2], units, geometry, **frames_of)
     assert plain.words[1].end_s < 0.3
+
+
+@pytest.mark.parametrize("search", ["ctc", "transducer"])
+@pytest.mark.parametrize("given", [(None, None), (3.0, None), (None, 0.5), (7.0, 1.5)])
+def test_each_search_gets_its_default_penalties_unless_given(monkeypatch, search, given):
+    """RefineConf's penalties left None take the search's defaults (CTC 10 / 2, transducer
+    20 / 5, chosen on the word-chain bench); values set are used by both searches."""
+    assert RefineConf().penalties() == CTC_PENALTIES == (10.0, 2.0)
+    assert RefineConf().penalties(transducer=True) == TRANSDUCER_PENALTIES == (20.0, 5.0)
+    seen = []
+    real_bias, real_spans = timing.pause_bias, timing.transducer_token_spans
+    monkeypatch.setattr(timing, "pause_bias", lambda pause, starts, pen, speech:
+                        seen.append((pen, speech)) or real_bias(pause, starts, pen, speech))
+    monkeypatch.setattr(timing, "transducer_token_spans",
+                        lambda m, e, ids, pause, starts, pen, speech:
+                        seen.append((pen, speech)) or real_spans(m, e, ids, pause, starts, pen,
+                                                                 speech))
+    wav, shift = _two_bursts(), 0.04
+    frames = math.ceil(len(wav) / RATE / shift)
+    frames_of = {"log_probs": torch.full((frames, 3), -math.log(3))} if search == "ctc" else \
+        {"model": _UniformTransducer(), "encoder_out": torch.zeros(frames, 2)}
+    conf = RefineConf(pause_penalty=given[0], speech_penalty=given[1])
+    align_and_time([1, 2], ["\u2581a", "\u2581b"], FrameGeometry(shift), samples=wav,
+                   rate=RATE, refine=conf, **frames_of)
+    default = CTC_PENALTIES if search == "ctc" else TRANSDUCER_PENALTIES
+    assert seen == [(default[0] if given[0] is None else given[0],
+                     default[1] if given[1] is None else given[1])]
 
 
 class _UniformTransducer:

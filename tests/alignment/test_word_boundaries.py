@@ -33,10 +33,11 @@ def _errors(wav, truth, conf: RefineConf):
     logp = torch.full((frames, len(units) + 1), -math.log(len(units) + 1))
     tokens = list(range(1, len(units) + 1))
     bias = None
-    if conf.pause_penalty > 0:
+    pause_penalty, speech_penalty = conf.penalties()
+    if pause_penalty > 0:
         pause = pause_fraction(wav, TARGET_RATE, frames, SHIFT, conf)
-        bias = pause_bias(pause, [u.startswith("\u2581") for u in units], conf.pause_penalty,
-                          conf.speech_penalty)
+        bias = pause_bias(pause, [u.startswith("\u2581") for u in units], pause_penalty,
+                          speech_penalty)
     path = ctc_forced_align(logp, tokens, 0, bias)
     words = refine_word_spans(word_spans(token_spans(path, logp), units, SHIFT), wav,
                               TARGET_RATE, conf)

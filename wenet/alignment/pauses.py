@@ -60,13 +60,28 @@ class RefineConf:
     floor_percentile: float = 10.0
     hop_s: float = 0.01
     edge_margin_db: float = 3.0
-    # chosen on the word-chain bench's dev voices (bench/alignment_accuracy.py --sweep) over
-    # three main-job models: 10 / 2 gave 91.9-93.5 % within 50 ms where 20 / 5 gave 88.4-90.9
-    pause_penalty: float = 10.0
-    speech_penalty: float = 2.0
+    pause_penalty: Optional[float] = None   # None: the search's own default (penalties())
+    speech_penalty: Optional[float] = None
     min_speech_s: float = 0.03
     floor_window_s: Optional[float] = None  # the floor over this much around each window
     skip_digital_silence: bool = False      # windows of exact zeros do not set the floor
+
+    def penalties(self, transducer: bool = False) -> Tuple[float, float]:
+        """(pause_penalty, speech_penalty) for a CTC search or a transducer's lattice: the
+        values set, else that search's default (``CTC_PENALTIES`` / ``TRANSDUCER_PENALTIES``)."""
+        pause, speech = TRANSDUCER_PENALTIES if transducer else CTC_PENALTIES
+        return (pause if self.pause_penalty is None else self.pause_penalty,
+                speech if self.speech_penalty is None else self.speech_penalty)
+
+
+# The search costs by default, (pause, speech) per encoder frame. The two searches weigh
+# them against different scores (CTC posteriors; the joint's token and blank scores), and
+# bench/alignment_accuracy.py --sweep on the word-chain bench's dev voices wants different
+# ones: CTC, over three main-job models, 10 / 2 (91.9-93.5 % of boundaries within 50 ms;
+# 20 / 5, the earlier common default: 88.4-90.9 %); the transducer 20 / 5 (97.6 %; 10 / 2:
+# 92.2 %). RESULTS.md, "Word times".
+CTC_PENALTIES = (10.0, 2.0)
+TRANSDUCER_PENALTIES = (20.0, 5.0)
 
 
 def energy_db(samples: np.ndarray, rate: int, hop_s: float = 0.01,

@@ -129,31 +129,32 @@ def align_and_time(ids: Sequence[int], units: Sequence[str], geometry: FrameGeom
     """Forced alignment of ``ids`` and its times: with ``log_probs`` (T, V) the CTC search
     (``align.ctc_forced_align``), else the transducer ``model``'s lattice over
     ``encoder_out`` (T, D) (``rnnt.transducer_token_spans``). With ``samples`` and
-    ``refine`` the audio's pauses steer the search (``refine.pause_penalty`` /
-    ``speech_penalty``) and then the word boundaries (``time_tokens``). Returns the CTC
+    ``refine`` the audio's pauses steer the search (``refine.penalties``, whose defaults
+    differ for the two searches) and then the word boundaries (``time_tokens``). Returns the CTC
     frame path (empty for a transducer), the token spans and the ``Timing``. Raises
     ``align.AlignmentError`` when the transcript cannot be aligned."""
     num_frames = log_probs.size(0) if log_probs is not None else encoder_out.size(0)
     runs = pause = None
+    pause_penalty, speech_penalty = (refine or RefineConf()).penalties(log_probs is None)
     if refine is not None and samples is not None:  # pauses found once for search and snap
         samples = np.asarray(samples, dtype=np.float64)
         runs = pause_runs(samples, rate, refine)
-        if refine.pause_penalty > 0 or refine.speech_penalty > 0:
+        if pause_penalty > 0 or speech_penalty > 0:
             pause = pause_fraction(samples, rate, num_frames, geometry.frame_shift_s, refine,
                                    runs)
     else:
         refine = None
     word_starts = [starts_word(u) for u in units]
     if log_probs is not None:
-        bias = None if pause is None else pause_bias(pause, word_starts, refine.pause_penalty,
-                                                     refine.speech_penalty)
+        bias = None if pause is None else pause_bias(pause, word_starts, pause_penalty,
+                                                     speech_penalty)
         path = ctc_forced_align(log_probs, ids, blank_id, bias)
         spans = token_spans(path, log_probs, blank_id)
     else:
         path = []
         spans = transducer_token_spans(model, encoder_out[None], ids, pause, word_starts,
-                                       refine.pause_penalty if refine else 0.0,
-                                       refine.speech_penalty if refine else 0.0)
+                                       pause_penalty if refine else 0.0,
+                                       speech_penalty if refine else 0.0)
     timing = time_tokens(spans, units, geometry, samples, rate, refine, min_word_s, runs,
                          duration_s)
     return path, spans, timing

@@ -16,7 +16,7 @@ import argparse
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 
-from wenet.alignment.pauses import RefineConf
+from wenet.alignment.pauses import CTC_PENALTIES, TRANSDUCER_PENALTIES, RefineConf
 from wenet.decode.context_graph import ContextGraph
 from wenet.decode.ctc_lm import LMFusion
 from wenet.decode.stream_state import EndpointRules
@@ -204,9 +204,12 @@ _REFINE_FLAGS = {  # RefineConf field: (flag, help)
     "min_speech_s": ("--refine_min_speech", "loud blips up to this many seconds inside a "
                      "pause count as pause"),
     "pause_penalty": ("--pause_penalty", "the search's cost per encoder frame of pause spent "
-                      "inside a word (0 with --speech_penalty 0: plain CTC Viterbi)"),
+                      "inside a word (0 with --speech_penalty 0: plain CTC Viterbi; default "
+                      f"{CTC_PENALTIES[0]:g} for CTC, {TRANSDUCER_PENALTIES[0]:g} for a "
+                      "transducer)"),
     "speech_penalty": ("--speech_penalty", "the search's cost per encoder frame of speech "
-                       "outside every word (0: none)"),
+                       f"outside every word (0: none; default {CTC_PENALTIES[1]:g} for CTC, "
+                       f"{TRANSDUCER_PENALTIES[1]:g} for a transducer)"),
 }
 
 

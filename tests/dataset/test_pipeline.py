@@ -394,7 +394,7 @@ def test_spec_aug_in_pipeline_only_when_training(tmp_path):
 
 def _train_conf() -> dict:
     return {"speed_perturb": True, "spec_aug": True, "spec_sub": True, "spec_trim": True,
-            "fbank_conf": {"num_mel_bins": 20, "dither": 0.1},
+            "edge_pad": True, "fbank_conf": {"num_mel_bins": 20, "dither": 0.1},
             "shuffle_conf": {"shuffle_size": 5}, "sort_conf": {"sort_size": 3},
             "filter_conf": {"min_length": 0},
             "batch_conf": {"batch_type": "dynamic", "max_frames_in_batch": 250}}
@@ -426,7 +426,7 @@ def test_resume_delivers_exactly_the_remaining_batches(tmp_path, num_workers):
     assert len(first) + len(rest) == len(full)
     for a, b in zip(first + rest, full):
         assert a["keys"] == b["keys"]
-        for name in ("feats", "feats_lengths", "target", "target_lengths"):
+        for name in ("feats", "feats_lengths", "target", "target_lengths", "added_frames"):
             assert torch.equal(a[name], b[name])
     # another epoch starts from its beginning, in another order
     resumed_ds.set_epoch(2)
@@ -443,8 +443,8 @@ def _batches(ds: Dataset, epoch: int) -> List[dict]:
 def _assert_same_batches(got: List[dict], want: List[dict]) -> None:
     assert len(got) == len(want)
     for a, b in zip(got, want):
-        assert a["keys"] == b["keys"]
-        for name in ("feats", "feats_lengths", "target", "target_lengths"):
+        assert a["keys"] == b["keys"] and set(a) == set(b)
+        for name in set(a) - {"keys"}:
             assert torch.equal(a[name], b[name])
 
 
@@ -453,7 +453,7 @@ def test_feature_cache_replays_the_uncached_pipeline(tmp_path, monkeypatch, capl
     (dither 0: nothing before fbank is random), computes each fbank once and replays the
     first pass's skip counts."""
     data_list = write_shards(tmp_path, make_corpus(15, seed=8), per_shard=4)
-    conf = {"spec_aug": True, "spec_sub": True, "spec_trim": True,
+    conf = {"spec_aug": True, "spec_sub": True, "spec_trim": True, "edge_pad": True,
             "fbank_conf": {"num_mel_bins": 20, "dither": 0.0},
             "shuffle_conf": {"shuffle_size": 5}, "sort_conf": {"sort_size": 3},
             "filter_conf": {"min_length": 50},  # drops the utterances under 0.5 s

@@ -57,12 +57,17 @@ def read_kv(path: str) -> Dict[str, str]:
     return out
 
 
+def read_scp(data_dir: str) -> Dict[str, str]:
+    """The data dir's ``wav.scp`` as {key: value}."""
+    with open(os.path.join(data_dir, "wav.scp"), encoding="utf-8") as f:
+        return dict(scp_line(line) for line in f if line.strip())
+
+
 def write_joined(data_dir: str, work_dir: str, gap_s: Tuple[float, float], seed: int
                  ) -> Tuple[str, str, float]:
     """``WORK/joined.wav`` (16-bit, the first file's rate) and ``WORK/joined.text``; its
     path, the reference path and the duration."""
-    with open(os.path.join(data_dir, "wav.scp"), encoding="utf-8") as f:
-        scp = dict(scp_line(line) for line in f if line.strip())
+    scp = read_scp(data_dir)
     text = read_kv(os.path.join(data_dir, "text"))
     rng = np.random.default_rng(seed)
     wav_path = os.path.join(work_dir, "joined.wav")
@@ -94,8 +99,7 @@ def write_joined(data_dir: str, work_dir: str, gap_s: Tuple[float, float], seed:
 def write_padded(data_dir: str, work_dir: str, pad_s: float) -> Tuple[str, float]:
     """Each file of ``data_dir`` with ``pad_s`` of zeros at both ends, as 16-bit WAVs under
     ``WORK/padded/``, listed in ``WORK/padded.scp`` under the same keys; (scp, duration)."""
-    with open(os.path.join(data_dir, "wav.scp"), encoding="utf-8") as f:
-        scp = dict(scp_line(line) for line in f if line.strip())
+    scp = read_scp(data_dir)
     out_dir = os.path.join(work_dir, "padded")
     os.makedirs(out_dir, exist_ok=True)
     scp_path, total = os.path.join(work_dir, "padded.scp"), 0.0

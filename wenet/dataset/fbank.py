@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Dict, Mapping, Optional, Tuple
 
@@ -10,6 +11,8 @@ import torch
 import torchaudio.compliance.kaldi as kaldi
 
 _PREEMPHASIS = 0.97  # Kaldi's default preemphasis coefficient
+_ENERGY_FLOOR = torch.finfo(torch.float32).eps  # every mel energy is at least this
+SILENCE_LOG_MEL = math.log(_ENERGY_FLOOR)  # so digital silence is this in every bin
 
 
 @dataclass(frozen=True)
@@ -109,4 +112,4 @@ def compute_fbank(wav: torch.Tensor, sample_rate: int,
     spectrum = torch.fft.rfft(emphasised, n=fft_size)
     power = spectrum.real.square() + spectrum.imag.square()
     energies = torch.mm(power, mel)
-    return energies.clamp_(min=torch.finfo(torch.float32).eps).log_()
+    return energies.clamp_(min=_ENERGY_FLOOR).log_()

@@ -18,6 +18,8 @@ import random
 import torch
 import torch.nn.functional as F
 
+from wenet.dataset.fbank import SILENCE_LOG_MEL
+
 
 def time_warp(feats: torch.Tensor, rng: random.Random, max_w: int = 80) -> torch.Tensor:
     """Stretch the frames before a random centre and squeeze those after it (or vice versa).
@@ -76,9 +78,6 @@ def spec_trim(feats: torch.Tensor, rng: random.Random, max_t: int = 20) -> torch
         return feats[:frames - length].clone()
     return feats
 
-
-# log-mel of digital silence: ``fbank.compute_fbank`` floors every mel energy at float32's eps
-SILENCE_LOG_MEL = math.log(torch.finfo(torch.float32).eps)
 
 
 def edge_pad(feats: torch.Tensor, rng: random.Random, max_t: int = 40, prob: float = 0.5,

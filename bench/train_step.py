@@ -37,6 +37,11 @@ median over the rounds, and the same per CPU second of the worker (steadier on a
 machine); ``--profile [N]`` adds the top N operators of each side (torch.profiler, self
 CPU time). Without ``--compare``, ``--profile [N]`` prints per config the forward time of
 each module down to ``--profile_depth`` levels and the top N operators of the step.
+``--counts`` adds per config, at update ``--counts_at`` (the schedules' position), the
+arithmetic of one forward + backward (GFLOP, ``torch.utils.flop_counter``) and the number
+of operators it runs (torch.profiler; aten calls other than views and allocations, nested
+calls included), which timing noise does not touch (issue 34: the Zipformer's step runs
+~2.9x the Conformer's operators at any width).
 """
 from __future__ import annotations
 
@@ -127,8 +132,50 @@ def profile_modules(model, optimizer, scheduler, batches, grad_clip: float, rows
               f"{e.count / len(steps):8.0f}")
 
 
+# aten calls that only re-describe or allocate memory: left out of ``--counts``
+_NOT_WORK = frozenset(f"aten::{n}" for n in (
+    "view", "as_strided", "t", "transpose", "expand", "unsqueeze", "squeeze", "permute",
+    "reshape", "slice", "select", "empty", "empty_strided", "detach", "alias", "_unsafe_view",
+    "resolve_conj", "resolve_neg", "lift_fresh", "_reshape_alias", "contiguous", "narrow",
+    "split", "chunk", "unbind", "result_type", "to", "is_nonzero", "item",
+    "_local_scalar_dense", "zeros", "ones", "full"))
+_PRODUCTS = frozenset(f"aten::{n}" for n in (
+    "mm", "addmm", "bmm", "mkldnn_convolution", "convolution_backward",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention_for_cpu_backward"))
+
+
+def step_counts(model, batches, batch_count: int) -> Tuple[float, float, float]:
+    """(GFLOP, operators, of which products and convolutions) of one forward + backward,
+    means over ``batches``, with the model's schedules at update ``batch_count``."""
+    from torch.profiler import ProfilerActivity, profile
+    from torch.utils.flop_counter import FlopCounterMode
+    encoder = getattr(model, "encoder", None)
+    if hasattr(encoder, "set_batch_count"):
+        encoder.set_batch_count(batch_count)
+    model.train()
+
+    def fwd_bwd(batch):
+        out = model(batch["feats"], batch["feats_lengths"], batch["target"], batch["target_lengths"])
+        out["loss"].backward()
+        model.zero_grad(set_to_none=True)
+
+    counter = FlopCounterMode(display=False)
+    with counter:
+        for batch in batches:
+            fwd_bwd(batch)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for batch in batches:
+            fwd_bwd(batch)
+    events = [e for e in prof.key_averages() if e.key.startswith("aten::") and e.key not in _NOT_WORK]
+    n = len(batches)
+    return (counter.get_total_flops() / 1e9 / n, sum(e.count for e in events) / n,
+            sum(e.count for e in events if e.key in _PRODUCTS) / n)
+
+
 def bench_config(path: str, steps: int, batch_size: int, frames: int, vocab: int,
-                 overrides: List[str], profile_rows: int = 0, profile_depth: int = 3) -> None:
+                 overrides: List[str], profile_rows: int = 0, profile_depth: int = 3,
+                 counts_at: int = -1) -> None:
     """Alternate bare and Executor steps on the same batches (so load from other processes
     hits both alike) and compare median step times."""
     from wenet.models import init_model
@@ -195,6 +242,10 @@ def bench_config(path: str, steps: int, batch_size: int, frames: int, vocab: int
     if profile_rows:
         profile_modules(model, opt, sched, batches[1:], conf.grad_clip, profile_rows,
                         profile_depth)
+    if counts_at >= 0:
+        gflop, ops, products = step_counts(model, batches[1:3], counts_at)
+        print(f"  forward + backward at update {counts_at}: {gflop:.2f} GFLOP, {ops:.0f} "
+              f"operators ({products:.0f} products / convolutions)")
 
 
 
@@ -510,6 +561,10 @@ def main() -> None:
                         "forward time of each module down to --profile_depth")
     p.add_argument("--profile_depth", type=int, default=3,
                    help="--profile with --configs: module names with fewer dots than this")
+    p.add_argument("--counts", action="store_true",
+                   help="--configs: also GFLOP and operator calls of a forward + backward")
+    p.add_argument("--counts_at", type=int, default=700,
+                   help="--counts: the update the schedules (balancers, skips) are at")
     p.add_argument("--no_tune_memory", action="store_true",
                    help="--compare: the new side leaves the allocator as it is")
     p.add_argument("--amp", default="none", choices=sorted(AMP),
@@ -532,7 +587,8 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU")
     for path in args.configs:
         bench_config(path, args.steps, args.batch_size, args.frames, args.vocab,
-                     args.override_config, args.profile, args.profile_depth)
+                     args.override_config, args.profile, args.profile_depth,
+                     args.counts_at if args.counts else -1)
 
 
 if __name__ == "__main__":

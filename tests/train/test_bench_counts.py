@@ -1,11 +1,11 @@
-"""bench/train_step.py --counts: the arithmetic and operator count of a training step,
+"""bench/train_step.py --counts (bench/step_profile.py): the arithmetic and operator count of a training step,
 checked on a model whose figures are known by hand (issue 34's evidence that the
 Zipformer's cost is in its number of operators)."""
 from typing import Dict
 
 import torch
 
-from bench import train_step
+from bench import step_profile
 
 
 class _Linear(torch.nn.Module):
@@ -27,7 +27,7 @@ def _batch(b: int, t: int) -> Dict[str, torch.Tensor]:
 
 def test_counts_match_hand_computed_figures():
     model = _Linear()
-    gflop, ops, products = train_step.step_counts(model, [_batch(2, 5), _batch(2, 5)], 0)
+    gflop, ops, products = step_profile.step_counts(model, [_batch(2, 5), _batch(2, 5)], 0)
     rows = 2 * 5
     # forward addmm (rows x 4) @ (4 x 3) and backward mm for the weight: 2 * rows * 4 * 3 each
     assert round(gflop * 1e9, 6) == 2 * (2 * rows * 4 * 3)
@@ -44,5 +44,5 @@ def test_counts_set_the_schedules_position():
             super().__init__()
             self.encoder = type("E", (), {"set_batch_count": lambda _self, n: seen.append(n)})()
 
-    train_step.step_counts(Scheduled(), [_batch(1, 3)], 700)
+    step_profile.step_counts(Scheduled(), [_batch(1, 3)], 700)
     assert seen == [700]

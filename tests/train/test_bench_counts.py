@@ -1,6 +1,6 @@
-"""bench/train_step.py --counts (bench/step_profile.py): the arithmetic and operator count of a training step,
-checked on a model whose figures are known by hand (issue 34's evidence that the
-Zipformer's cost is in its number of operators)."""
+"""bench/train_step.py --counts (bench/step_profile.py): the arithmetic and operator
+count of a training step, checked on a model whose figures are known by hand (issue 34's
+evidence that the Zipformer's cost is in its number of operators)."""
 from typing import Dict
 
 import torch

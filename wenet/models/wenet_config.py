@@ -27,6 +27,10 @@ Accepted, per section (anything not listed is refused by name):
 - ``dataset_conf``: ``feats_type: fbank``, ``fbank_conf`` (``window_type: povey``),
   ``resample_conf``; the training-time data options (filters, SpecAugment, batching...)
   are WeNet's and are not carried over.
+- training loop: ``grad_clip``, ``accum_grad``, ``max_epoch``, ``log_interval``, an
+  ``adam`` / ``adamw`` optimizer and a ``warmuplr`` schedule are carried over for
+  fine-tuning; other optimizers and schedules are left out with a warning (never refused:
+  they do not change the model).
 """
 from __future__ import annotations
 
@@ -63,6 +67,10 @@ _DROPPED = ("use_sdpa", "gradient_checkpointing", "n_expert", "n_expert_activate
             "positionwise_conv_kernel_size")  # the last one is unused by WeNet's conformer
 _MODEL_CONF_COPY = ("ctc_weight", "reverse_weight", "lsm_weight", "length_normalized_loss")
 _FBANK_KEYS = ("num_mel_bins", "frame_length", "frame_shift", "dither")
+# training-loop keys carried over for fine-tuning, where ours means the same
+_TRAINING_KEYS = ("grad_clip", "accum_grad", "max_epoch", "log_interval")
+_OPTIMIZERS = ("adam", "adamw")  # torch's, with torch's keyword arguments in optim_conf
+_SCHEDULERS = {"warmuplr": ("warmup_steps",)}
 
 
 class UnsupportedWenetConfig(ValueError):
@@ -189,6 +197,25 @@ def _dataset_conf(configs: Mapping[str, Any]) -> Dict[str, Any]:
     return out
 
 
+def _training(configs: Mapping[str, Any]) -> Dict[str, Any]:
+    """The training-loop keys of the WeNet config that mean the same here (the recipe's
+    optimizer and schedule, to fine-tune from); others are logged and left out (our
+    defaults apply). Training options never block an import."""
+    out = {k: configs[k] for k in _TRAINING_KEYS if k in configs}
+    optim = configs.get("optim")
+    if optim in _OPTIMIZERS:
+        out.update(optim=optim, optim_conf=dict(configs.get("optim_conf") or {}))
+    elif optim is not None:
+        logging.warning("optim %r is not carried over (ours: %s)", optim, ", ".join(_OPTIMIZERS))
+    scheduler = configs.get("scheduler")
+    conf = dict(configs.get("scheduler_conf") or {})
+    if scheduler in _SCHEDULERS and set(conf) <= set(_SCHEDULERS[scheduler]):
+        out.update(scheduler=scheduler, scheduler_conf=conf)
+    elif scheduler is not None:
+        logging.warning("scheduler %r %s is not carried over", scheduler, conf)
+    return out
+
+
 def cmvn_source(configs: Mapping[str, Any]) -> Optional[Tuple[str, bool]]:
     """(the CMVN file the config names, whether it is JSON) or None for a model without
     global CMVN: 3.x's ``cmvn: global_cmvn`` + ``cmvn_conf``, or 2.x's top-level
@@ -249,7 +276,8 @@ def map_config(configs: Mapping[str, Any]) -> Dict[str, Any]:
     out = {"encoder": encoder, "encoder_conf": encoder_conf,
            "decoder": decoder, "decoder_conf": decoder_conf,
            "model_conf": _model_conf(configs), "dataset_conf": _dataset_conf(configs),
-           "input_dim": int(configs["input_dim"]), "output_dim": int(configs["output_dim"])}
+           "input_dim": int(configs["input_dim"]), "output_dim": int(configs["output_dim"]),
+           **_training(configs)}
     cmvn_source(configs)
     tokenizer_paths(configs)
     special_sos_eos(configs)

@@ -53,6 +53,8 @@ EOS_UNIT = "<sos/eos>"
 _TOKEN_ROWS = re.compile(r"^(ctc\.ctc_lo\.(weight|bias)|decoder\.((left|right)_decoder\.)?"
                          r"(output_layer\.(weight|bias)|embed\.0\.weight))$")
 _CMVN_TOLERANCE = 1e-4  # relative: the file's statistics vs the checkpoint's buffers
+# a saved positional table vs ours: float32 rounding of sin/cos arguments up to ~5000 rad
+_TABLE_TOLERANCE = 1e-3
 
 
 def _find(src: str, named: Optional[str], names: Tuple[str, ...], pattern: str,
@@ -144,7 +146,7 @@ def map_state_dict(state: Mapping[str, torch.Tensor], model: torch.nn.Module,
         if name in tables and name not in own:
             ours = tables[name][:, :tensor.size(1)] if tensor.dim() == 3 else None
             if ours is None or ours.shape != tensor.shape or \
-                    not torch.allclose(ours, tensor.float(), atol=1e-5):
+                    not torch.allclose(ours, tensor.float(), atol=_TABLE_TOLERANCE, rtol=0):
                 problems.append(f"{name}: a positional table unlike our sinusoids")
             continue
         if name not in own:

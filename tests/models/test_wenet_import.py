@@ -1,6 +1,6 @@
-"""tools/import_wenet.py against WeNet itself: two tiny models made with WeNet's own code
+"""tools/import_wenet.py against WeNet itself: three tiny models made with WeNet's own code
 (tests/fixtures/wenet/README.md: a U2++ conformer in the 3.x layout, a transformer in the
-2.x layout) are imported, and our features, encoder output, CTC log-probabilities,
+2.x layout, a conformer with the other accepted options) are imported, and our features, encoder output, CTC log-probabilities,
 searches and rescoring scores are checked against what WeNet computed on the same input.
 
 Tolerance: 1e-4 absolute on features, encoder output, log-probabilities and scores
@@ -35,7 +35,7 @@ from wenet.models.wenet_config import UnsupportedWenetConfig
 from wenet.models.wenet_import import import_wenet
 
 FIXTURE = Path(REPO) / "tests" / "fixtures" / "wenet"
-MODELS = ["u2pp_conformer", "transformer"]
+MODELS = ["u2pp_conformer", "transformer", "conformer_variants"]
 ATOL = 1e-4
 
 

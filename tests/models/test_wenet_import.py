@@ -109,6 +109,22 @@ def test_encoder_ctc_and_searches_equal_wenets(imported, name):
                        atol=ATOL, rtol=0)
 
 
+@pytest.mark.parametrize("name", ["u2pp_conformer", "conformer_variants"])
+def test_chunked_and_streaming_encoder_equal_wenets(imported, name):
+    """Chunks of 4 output frames with 2 chunks of history: the chunk-masked forward and
+    the chunk-by-chunk one with caches (WeNet's forward_chunk_by_chunk)."""
+    exp = _expected(name)
+    model = load_model_dir(str(imported[name])).model
+    feats = exp["feats"].unsqueeze(0)
+    lens = torch.tensor([feats.size(1)])
+    for streaming, key in ((False, "chunk_encoder_out"), (True, "streaming_encoder_out")):
+        with torch.no_grad():
+            enc, _ = model.encode(feats, lens, exp["chunk_size"], exp["num_left_chunks"],
+                                  simulate_streaming=streaming)
+        assert enc[0].shape == exp[key].shape, key
+        assert torch.allclose(enc[0], exp[key], atol=ATOL, rtol=0), key
+
+
 def test_transcribe_cli_decodes_the_imported_dir_to_wenets_text(imported, capsys):
     exp = _expected("transformer")
     code = transcribe_main(["--model_dir", str(imported["transformer"]), "--mode",

@@ -1,5 +1,5 @@
 """tools/import_wenet.py against WeNet itself: three tiny models made with WeNet's own code
-(tests/fixtures/wenet/README.md: a U2++ conformer in the 3.x layout, a transformer in the
+(tests/models/wenet_fixture/README.md: a U2++ conformer in the 3.x layout, a transformer in the
 2.x layout, a conformer with the other accepted options) are imported, and our features, encoder output, CTC log-probabilities,
 searches and rescoring scores are checked against what WeNet computed on the same input.
 
@@ -34,7 +34,7 @@ from wenet.inference.loader import load_model_dir
 from wenet.models.wenet_config import UnsupportedWenetConfig
 from wenet.models.wenet_import import import_wenet
 
-FIXTURE = Path(REPO) / "tests" / "fixtures" / "wenet"
+FIXTURE = Path(REPO) / "tests" / "models" / "wenet_fixture"
 MODELS = ["u2pp_conformer", "transformer", "conformer_variants"]
 ATOL = 1e-4
 

@@ -1,7 +1,7 @@
 """tools/import_wenet.py against WeNet itself: three tiny models made with WeNet's own code
-(tests/models/wenet_fixture/README.md: a U2++ conformer in the 3.x layout, a transformer in the
-2.x layout, a conformer with the other accepted options) are imported, and our features, encoder output, CTC log-probabilities,
-searches and rescoring scores are checked against what WeNet computed on the same input.
+(tests/models/wenet_fixture/README.md: a U2++ conformer in the 3.x layout, a transformer in
+the 2.x layout, a conformer with the other accepted options) are imported, and our
+features, encoder outputs, CTC log-probabilities, searches and rescoring scores are checked against what WeNet computed on the same input.
 
 Tolerance: 1e-4 absolute on features, encoder output, log-probabilities and scores
 (float32; the observed differences are ~2e-6). Token sequences and texts: exact.

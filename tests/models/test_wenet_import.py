@@ -30,6 +30,7 @@ from wenet.decode.attention import score_hyps
 from wenet.decode.ctc import ctc_prefix_beam_search
 from wenet.decode.modes import decode
 from wenet.decode.options import DecodeOptions
+from wenet.export.jit import export_jit
 from wenet.inference.loader import load_model_dir
 from wenet.models.wenet_config import UnsupportedWenetConfig
 from wenet.models.wenet_import import import_wenet
@@ -137,6 +138,51 @@ def test_transcribe_cli_decodes_the_imported_dir_to_wenets_text(imported, capsys
     # no ▁ in this hypothesis: the text is WeNet's as it prints it
     assert line["text"] == exp["rescoring_text"] == "gfcgf"
     assert line["nbest"][0]["token_ids"] == exp["rescoring_tokens"]
+
+
+def test_torchscript_export_of_the_imported_model_decodes_like_wenet(imported, tmp_path):
+    """export_jit of the imported U2++ model, loaded back as a dir's final.zip: WeNet's
+    CTC log-probabilities and greedy text."""
+    name = "u2pp_conformer"
+    exp = _expected(name)
+    loaded = load_model_dir(str(imported[name]))
+    export_jit(loaded.model, str(tmp_path / "final.zip"))
+    for f in ("train.yaml", "units.txt"):
+        shutil.copy(imported[name] / f, tmp_path / f)
+    scripted = load_model_dir(str(tmp_path))
+    assert scripted.scripted
+    feats = exp["feats"].unsqueeze(0)
+    with torch.no_grad():
+        enc, mask = scripted.model.encode(feats, torch.tensor([feats.size(1)]))
+        logp = scripted.model.ctc_logprobs(enc)
+    vocab = logp.size(-1)
+    assert torch.allclose(logp[0][:, _our_id(name, list(range(vocab)), vocab)],
+                          exp["ctc_logprobs"], atol=ATOL, rtol=0)
+    hyp = decode(scripted.model, enc, mask, ["ctc_greedy_search"])["ctc_greedy_search"].hyps[0]
+    assert scripted.tokenizer.decode(hyp, raw=True) == exp["greedy_text"]
+
+
+def test_files_are_found_as_wenet_lays_them_out(tmp_path):
+    """A recipe's units name (``*_units.txt``) and BPE model (``train_*.model``) beside the
+    model, though train.yaml names recipe paths that do not exist here; two candidates
+    are an error asking to name one."""
+    src = _copy_fixture("u2pp_conformer", tmp_path / "src")
+    (src / "units.txt").rename(src / "train_960_unigram5000_units.txt")
+    (src / "train_960_unigram5000.model").write_bytes(b"a sentencepiece model")
+
+    def to_bpe(c):
+        c["tokenizer"] = "bpe"
+        c["tokenizer_conf"].update(symbol_table_path="data/lang_char/x_units.txt",
+                                   bpe_path="data/lang_char/x.model")
+    _edit_yaml(src / "train.yaml", to_bpe)
+    record = import_wenet(str(src), str(tmp_path / "dst"))
+    assert record["units"].endswith("train_960_unigram5000_units.txt")
+    assert (tmp_path / "dst" / "bpe.model").read_bytes() == b"a sentencepiece model"
+    assert yaml.safe_load((tmp_path / "dst" / "train.yaml").read_text())["bpe_model"] == \
+        "bpe.model"
+    (src / "other.model").write_bytes(b"another one")
+    with pytest.raises(ValueError, match="several BPE model files"):
+        import_wenet(str(src), str(tmp_path / "dst2"))
 
 
 def test_units_and_cmvn_files(imported):

@@ -106,7 +106,8 @@ def _renumbering(units: Dict[str, int], output_dim: int, sos: Optional[int],
     ids = sorted(units.values())
     if ids != list(range(output_dim)):
         raise ValueError(f"{path}: the units must have the ids 0..{output_dim - 1} (the "
-                         f"model's output_dim) once each; found {len(ids)} ids up to {ids[-1]}")
+                         f"model's output_dim) once each; found {len(ids)} ids"
+                         + (f" up to {ids[-1]}" if ids else ""))
     by_id = {i: u for u, i in units.items()}
     if sos is None:
         if EOS_UNIT not in units:
@@ -114,13 +115,16 @@ def _renumbering(units: Dict[str, int], output_dim: int, sos: Optional[int],
         sos = units[EOS_UNIT]
     if by_id.get(0) != "<blank>":
         raise ValueError(f"{path}: id 0 is {by_id.get(0)!r}, not <blank>")
+    if by_id.get(sos) not in (EOS_UNIT, "<sos>", "<eos>"):
+        raise ValueError(f"{path}: train.yaml's sos/eos id {sos} is the unit "
+                         f"{by_id.get(sos)!r}, not {EOS_UNIT}")
     return [i for i in range(output_dim) if i != sos] + [sos]
 
 
 def _write_units(units: Dict[str, int], order: List[int], path: str) -> None:
     by_id = {i: u for u, i in units.items()}
     names = [by_id[old] for old in order]
-    names[-1] = EOS_UNIT  # 3.x dicts call it <sos/eos> too; make sure ours does
+    names[-1] = EOS_UNIT  # ours is called <sos/eos>
     with open(path, "w", encoding="utf-8") as f:
         f.writelines(f"{u} {i}\n" for i, u in enumerate(names))
 

@@ -308,6 +308,19 @@ def test_checkpoint_must_fit_tensor_for_tensor(imported, tmp_path):
         assert not (tmp_path / name).exists()
 
 
+def test_unit_faults_and_a_used_destination_are_refused(imported, tmp_path):
+    src = _copy_fixture("u2pp_conformer", tmp_path / "src")
+    with pytest.raises(FileExistsError, match="exists and is not empty"):
+        import_wenet(str(src), str(imported["u2pp_conformer"]))
+    _edit_yaml(src / "train.yaml", lambda c: c["tokenizer_conf"]["special_tokens"].update(
+        {"<sos>": 5, "<eos>": 5}))
+    with pytest.raises(ValueError, match="sos/eos id 5 is the unit 'b', not <sos/eos>"):
+        import_wenet(str(src), str(tmp_path / "dst"))
+    _edit_yaml(src / "train.yaml", lambda c: c.update(output_dim=13))
+    with pytest.raises(ValueError, match=r"ids 0\.\.12 \(the model's output_dim\)"):
+        import_wenet(str(src), str(tmp_path / "dst"))
+
+
 def test_a_cmvn_file_unlike_the_checkpoints_is_refused(tmp_path):
     src = _copy_fixture("u2pp_conformer", tmp_path / "src")
     stats = json.loads((src / "global_cmvn").read_text())

@@ -214,9 +214,13 @@ def import_wenet(src: str, dst: str, checkpoint: Optional[str] = None,
                  units: Optional[str] = None, bpe_model: Optional[str] = None
                  ) -> Dict[str, Any]:
     """Write our model dir ``dst`` for the WeNet model dir ``src`` (module docstring);
-    returns what ``import.json`` records. Nothing is written when anything is refused.
+    returns what ``import.json`` records. Nothing is written when anything is refused;
+    ``dst`` must be new or empty.
     ``checkpoint``, ``units``, ``bpe_model`` name files the dir does not hold or holds
     several of."""
+    if os.path.isdir(dst) and os.listdir(dst):
+        raise FileExistsError(f"{dst} exists and is not empty: import into a new dir (a file "
+                              "left there, e.g. an old bpe.model, would be taken for the model's)")
     config_path = os.path.join(src, "train.yaml")
     if not os.path.isfile(config_path):
         raise FileNotFoundError(f"{src}: no train.yaml (a WeNet exp dir has one)")

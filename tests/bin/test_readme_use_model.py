@@ -142,6 +142,7 @@ def test_readme_front_door_transcribes_a_file(layout):
     assert set(blocks) == {"bash", "python"}
     root = layout
     os.symlink(root / f"corpus/synth/wav/test/{KEYS[0]}.wav", root / "my.wav")
+    os.symlink(os.path.join(REPO, "path.sh"), root / "path.sh")
     try:
         cli = _run(["bash", "-euo", "pipefail", "-c", blocks["bash"]], root, timeout=600)
         assert cli.returncode == 0, cli.stderr[-3000:]
@@ -149,6 +150,7 @@ def test_readme_front_door_transcribes_a_file(layout):
         assert api.returncode == 0, api.stderr[-3000:]
     finally:
         os.unlink(root / "my.wav")
+        os.unlink(root / "path.sh")
     key, _, cli_text = cli.stdout.strip().partition(" ")
     assert key == "my"
     assert api.stdout.strip() == cli_text.strip()

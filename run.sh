@@ -104,7 +104,7 @@ Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in co
   --train_seed N               training seed (default 777): weights, dropout, augmentation, order
   --num_nodes N --node_rank R  multi-node training (shared init file on a shared disk)
   --num_cpu_workers N          CPU training processes when no GPU is visible
-  --num_workers N              data-loader workers per training process (see README, Training on GPUs)
+  --num_workers N              data-loader workers per training process (see docs/training.md, GPUs)
   --ddp_timeout S              seconds a training process waits for its peers (default 600):
                                how late another node may start, how long the others wait
                                while rank 0 writes a checkpoint, and how soon a dead peer

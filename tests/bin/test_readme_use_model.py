@@ -1,9 +1,9 @@
-"""The README's "Use a trained model" commands run as written on a model dir laid out like
+"""docs/using_a_model.md's commands run as written on a model dir laid out like
 the main job's (exp/synth_train_zipformer with train.yaml, avg_2.pt and final.zip but, as a
 run whose stage 6 predates the copy, no units.txt; data/lang_char BPE model and units;
 raw_wav/test wav.scp, text and a shard data.list; corpus/synth/wav/test audio). The tiny
 model is randomly initialised (its CTC head sharpened so hypotheses are not empty): the
-test checks that every command runs and writes what the README says, for every input."""
+test checks that every command runs and writes what the page says, for every input."""
 import json
 import os
 import re
@@ -25,10 +25,9 @@ EXP = "exp/synth_train_zipformer"
 
 
 def readme_blocks():
-    """The ```bash and ```python blocks of the README's "Use a trained model" section."""
-    text = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
-    section = text.split("## Use a trained model\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```(bash|python)\n(.*?)```", section, flags=re.S)
+    """The ```bash and ```python blocks of docs/using_a_model.md."""
+    text = open(os.path.join(REPO, "docs", "using_a_model.md"), encoding="utf-8").read()
+    return re.findall(r"```(bash|python)\n(.*?)```", text, flags=re.S)
 
 
 def _config(vocab):
@@ -132,3 +131,26 @@ def test_readme_commands_run_as_written(layout):
     assert {line.split()[0] for line in aligned + failed} == set(KEYS)
     assert [line.split()[0] for line in
             (exp / "test_hotwords.txt").read_text().splitlines()] == KEYS
+
+
+def test_readme_front_door_transcribes_a_file(layout):
+    """README.md's "Transcribe a file" blocks, run as written with my.wav one test file: the
+    command line and the Python lines print the same text for it."""
+    text = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    section = text.split("## Transcribe a file\n", 1)[1].split("\n## ", 1)[0]
+    blocks = dict(re.findall(r"```(bash|python)\n(.*?)```", section, flags=re.S))
+    assert set(blocks) == {"bash", "python"}
+    root = layout
+    os.symlink(root / f"corpus/synth/wav/test/{KEYS[0]}.wav", root / "my.wav")
+    os.symlink(os.path.join(REPO, "path.sh"), root / "path.sh")
+    try:
+        cli = _run(["bash", "-euo", "pipefail", "-c", blocks["bash"]], root, timeout=600)
+        assert cli.returncode == 0, cli.stderr[-3000:]
+        api = _run([sys.executable, "-c", blocks["python"]], root, timeout=600)
+        assert api.returncode == 0, api.stderr[-3000:]
+    finally:
+        os.unlink(root / "my.wav")
+        os.unlink(root / "path.sh")
+    key, _, cli_text = cli.stdout.strip().partition(" ")
+    assert key == "my"
+    assert api.stdout.strip() == cli_text.strip()

@@ -1,4 +1,4 @@
-"""The README's "Serve a model" commands run as written on a dir laid out like the U2++
+"""docs/server.md's "Serve a model" commands run as written on a dir laid out like the U2++
 run's (exp/synth_train_u2++_conformer with train.yaml, units.txt, avg_2.pt and final.zip;
 corpus/synth/wav/test audio; data/test/wav.scp), with a tiny random streaming model. Only
 the load benchmark is shortened (--clients 2 --utts_per_client 1 instead of its
@@ -17,7 +17,7 @@ EXP = "exp/synth_train_u2++_conformer"
 
 
 def readme_block():
-    text = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    text = open(os.path.join(REPO, "docs", "server.md"), encoding="utf-8").read()
     section = text.split("## Serve a model\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
     assert len(blocks) == 1

@@ -1,6 +1,6 @@
 """The server's safe defaults (issue 35): it listens on the loopback interface unless told
 otherwise, and a start message with a key the protocol does not know is refused, as
-README "Serve a model" says (a failed message naming the key, then close 1008)."""
+docs/server.md, "Limits", says (a failed message naming the key, then close 1008)."""
 import asyncio
 import json
 

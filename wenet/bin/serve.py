@@ -12,7 +12,7 @@ encoders trained with ``use_dynamic_chunk`` or ``static_chunk_size``, causal
 Zipformers); any other model is refused at start-up with the reason. CTC + attention models decode with the CTC prefix beam search (hotwords from
 the start message, or a word n-gram LM with ``--lm_path``) and attention rescoring;
 transducers with modified beam search (hotwords) or ``--transducer_search greedy``.
-Protocol: wenet/serve/protocol.py; README "Serve a model".
+Protocol: wenet/serve/protocol.py; docs/server.md.
 """
 from __future__ import annotations
 

@@ -76,24 +76,27 @@ def get_parser() -> argparse.ArgumentParser:
 
 def build_server(args: argparse.Namespace) -> RecognitionServer:
     """The server the arguments describe (the model loaded and checked)."""
-    if args.decoding_chunk_size <= 0:
+    if args.decoding_chunk_size is not None and args.decoding_chunk_size <= 0:
         raise ValueError(f"a stream is encoded chunk by chunk: --chunk_size must be > 0, "
                          f"got {args.decoding_chunk_size}")
     if args.onnx_dir is not None:
         if args.checkpoint is not None:
             raise ValueError("--checkpoint goes with --model_dir, not --onnx_dir")
         loaded: Any = load_onnx_streaming_model(args.onnx_dir, args.int8, args.num_threads)
-        # the export fixed the chunking: the defaults take it, another value is an error
-        chunk, left = chunking(loaded.model, None if args.decoding_chunk_size ==
-                               STREAM_CHUNK_SIZE else args.decoding_chunk_size,
-                               None if args.num_decoding_left_chunks == -1
-                               else args.num_decoding_left_chunks)
+        # the export fixed the chunking: not given (None) takes it, any given value that
+        # differs is an error
+        chunk, left = chunking(loaded.model, args.decoding_chunk_size,
+                               args.num_decoding_left_chunks)
         args.decoding_chunk_size, args.num_decoding_left_chunks = chunk, left
     else:
         if args.int8:
             raise ValueError("--int8 goes with --onnx_dir (a model dir's int8 TorchScript is "
                              "final_quant.zip: --checkpoint DIR/final_quant.zip)")
         loaded = load_streaming_model(args.model_dir, args.checkpoint)
+        if args.decoding_chunk_size is None:
+            args.decoding_chunk_size = STREAM_CHUNK_SIZE
+        if args.num_decoding_left_chunks is None:
+            args.num_decoding_left_chunks = -1
     options = search_options(args, loaded.tokenizer)  # reads --lm_path with the units
     if options.lm_fusion is not None and is_transducer_model(loaded.model):
         raise ValueError("--lm_path: an n-gram LM is fused into CTC searches only; this "

@@ -32,6 +32,7 @@ from wenet.inference.stream_search import TRANSDUCER_SEARCHES, is_transducer_mod
 from wenet.serve.loading import (NotServableError, load_onnx_streaming_model,
                                  load_streaming_model)
 from wenet.serve.onnx_model import chunking
+from wenet.serve.origins import parse_allowed_origins
 from wenet.serve.server import RecognitionServer, ServerConfig
 
 
@@ -50,6 +51,10 @@ def get_parser() -> argparse.ArgumentParser:
                         "0.0.0.0 (or the machine's address) serves the network")
     p.add_argument("--port", type=int, default=10086, help="0: any free port")
     p.add_argument("--max_clients", type=int, default=16)
+    p.add_argument("--allowed_origins", nargs="+", default=[], metavar="ORIGIN",
+                   help="web pages (scheme://host[:port], or * for any) that may open "
+                        "sessions besides the server's own page; scripts and programs (no "
+                        "Origin header) are always served. Default: none")
     add_search_options(p, STREAM, stream=True)  # a start message may ask for another chunk
     p.add_argument("--transducer_search", choices=TRANSDUCER_SEARCHES, default="beam",
                    help="transducer models: modified beam search (takes hotwords) or "
@@ -110,6 +115,7 @@ def build_server(args: argparse.Namespace) -> RecognitionServer:
     config = ServerConfig(host=args.host, port=args.port, max_clients=args.max_clients,
                           num_workers=args.num_workers, max_message_bytes=args.max_message_bytes,
                           max_session_s=args.max_session_s, idle_timeout_s=args.idle_timeout_s,
+                          allowed_origins=parse_allowed_origins(args.allowed_origins),
                           max_chunk_size=options.chunk_size if args.onnx_dir is not None
                           else max(64, options.chunk_size))
     return RecognitionServer(loaded, options, config, hotword_score=args.context_score,

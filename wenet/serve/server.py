@@ -10,7 +10,8 @@ most ``max_message_bytes`` each wait in the connection's buffer).
 
 HTTP on the same port: ``GET /healthz`` answers JSON ``{"status": "ok", "clients",
 "max_clients"}``; ``GET /`` the browser page (static/index.html); a WebSocket upgrade
-on any path starts a session (protocol: :mod:`wenet.serve.protocol`).
+on any path starts a session (protocol: :mod:`wenet.serve.protocol`) unless it comes
+from a web page of another origin (HTTP 403, :mod:`wenet.serve.origins`).
 
 Every client mistake gets ``{"status": "failed", "message"}`` and a close (see
 :class:`ServerConfig` for the limits); a client that vanishes mid-stream just ends
@@ -26,7 +27,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass, replace
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.datastructures import Headers
@@ -36,6 +37,7 @@ from websockets.http11 import Request, Response
 from wenet.decode.options import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
 from wenet.inference.streaming import StreamingRecognizer
+from wenet.serve.origins import origin_allowed
 from wenet.serve.protocol import (CLOSE_INTERNAL, CLOSE_NORMAL, CLOSE_TRY_AGAIN, ProtocolError,
                                   StartRequest, failed, ok, parse_json, parse_start)
 
@@ -56,6 +58,7 @@ class ServerConfig:
     idle_timeout_s: float = 60.0       # seconds without any message
     max_nbest: int = 10
     max_chunk_size: int = 64
+    allowed_origins: Tuple[str, ...] = ()  # pages besides the own one (wenet/serve/origins.py)
 
 
 class RecognitionServer:
@@ -70,6 +73,7 @@ class RecognitionServer:
         self.config = config
         self.clients = 0
         self.sessions_served = 0
+        self.refused_origins = 0  # handshakes refused by the Origin allow-list
         self.executor = concurrent.futures.ThreadPoolExecutor(
             config.num_workers, thread_name_prefix="decode")
         with open(PAGE, "rb") as f:
@@ -81,7 +85,16 @@ class RecognitionServer:
                         ) -> Optional[Response]:
         """Plain HTTP: the health check and the page; None lets a WebSocket handshake on."""
         if request.headers.get("Upgrade", "").lower() == "websocket":
-            return None
+            origin = request.headers.get("Origin")
+            if origin_allowed(origin, request.headers.get("Host"), self.config.allowed_origins):
+                return None
+            self.refused_origins += 1
+            logging.info("refused a WebSocket handshake from %s: Origin %r is not allowed",
+                         connection.remote_address, origin)
+            return _response(http.HTTPStatus.FORBIDDEN, "text/plain", (
+                f"Origin {origin} may not open sessions here: only this server's own page "
+                "and non-browser clients (serve.py --allowed_origins opens it to other "
+                "pages)\n").encode())
         path = request.path.split("?", 1)[0]
         if path == "/healthz":
             body = json.dumps({"status": "ok", "clients": self.clients,

@@ -72,7 +72,16 @@ def get_parser() -> argparse.ArgumentParser:
                    help="a sentence ends at this length (continuous or not)")
     p.add_argument("--max_session_s", type=float, default=3600.0,
                    help="audio seconds one stream may send")
-    p.add_argument("--idle_timeout_s", type=float, default=60.0)
+    p.add_argument("--idle_timeout_s", type=float, default=60.0,
+                   help="seconds without any message that close a connection")
+    p.add_argument("--min_audio_rate", type=float, default=0.5,
+                   help="audio seconds a connection must send per second the server waits "
+                        "for it, over each --rate_window_s (real time is 1; 0: no minimum); "
+                        "a client trickling bytes to hold a slot is closed (1008)")
+    p.add_argument("--rate_window_s", type=float, default=30.0,
+                   help="the window of --min_audio_rate, seconds")
+    p.add_argument("--max_connection_s", type=float, default=7200.0,
+                   help="wall-clock seconds one connection may stay open (1008 after)")
     p.add_argument("--max_message_bytes", type=int, default=1 << 18)
     p.add_argument("--num_workers", type=int, default=2, help="threads running the model")
     p.add_argument("--num_threads", type=int, default=1, help="torch threads per worker")
@@ -116,6 +125,8 @@ def build_server(args: argparse.Namespace) -> RecognitionServer:
                           num_workers=args.num_workers, max_message_bytes=args.max_message_bytes,
                           max_session_s=args.max_session_s, idle_timeout_s=args.idle_timeout_s,
                           allowed_origins=parse_allowed_origins(args.allowed_origins),
+                          min_audio_rate=args.min_audio_rate, rate_window_s=args.rate_window_s,
+                          max_connection_s=args.max_connection_s,
                           max_chunk_size=options.chunk_size if args.onnx_dir is not None
                           else max(64, options.chunk_size))
     return RecognitionServer(loaded, options, config, hotword_score=args.context_score,

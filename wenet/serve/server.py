@@ -26,6 +26,7 @@ import http
 import json
 import logging
 import os
+import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, List, Optional, Tuple
 
@@ -37,6 +38,7 @@ from websockets.http11 import Request, Response
 from wenet.decode.options import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
 from wenet.inference.streaming import StreamingRecognizer
+from wenet.serve.limits import ConnectionLimits, check_limits
 from wenet.serve.origins import origin_allowed
 from wenet.serve.protocol import (CLOSE_INTERNAL, CLOSE_NORMAL, CLOSE_TRY_AGAIN, ProtocolError,
                                   StartRequest, failed, ok, parse_json, parse_start)
@@ -56,6 +58,14 @@ class ServerConfig:
     max_queue: int = 8                 # messages waiting in a connection's buffer
     max_session_s: float = 3600.0      # audio seconds per stream
     idle_timeout_s: float = 60.0       # seconds without any message
+    # slot holders (wenet/serve/limits.py): audio seconds per second waited for the client,
+    # over windows of rate_window_s (0: no minimum); wall-clock seconds per connection
+    min_audio_rate: float = 0.5
+    rate_window_s: float = 30.0
+    max_connection_s: float = 7200.0
+
+    def __post_init__(self) -> None:
+        check_limits(self.min_audio_rate, self.rate_window_s, self.max_connection_s)
     max_nbest: int = 10
     max_chunk_size: int = 64
     allowed_origins: Tuple[str, ...] = ()  # pages besides the own one (wenet/serve/origins.py)
@@ -129,22 +139,35 @@ class RecognitionServer:
 
     async def _session(self, ws: ServerConnection) -> None:
         """Read messages until the client closes; ProtocolError on any mistake."""
+        c = self.config
         recognizer: Optional[StreamingRecognizer] = None
+        limits = ConnectionLimits(c.min_audio_rate, c.rate_window_s, c.max_connection_s)
+        last_message = time.monotonic()
         while True:
+            waiting = time.monotonic()
+            idle_left = c.idle_timeout_s - (waiting - last_message)
             try:
-                message = await asyncio.wait_for(ws.recv(), self.config.idle_timeout_s)
-            except asyncio.TimeoutError:
-                raise ProtocolError(f"no message for {self.config.idle_timeout_s:g} s "
-                                    "(idle timeout)") from None
+                message = await asyncio.wait_for(ws.recv(), limits.timeout(idle_left))
+            except asyncio.TimeoutError:  # a limit is due: idle, rate window or wall clock
+                limits.waited(time.monotonic() - waiting)
+                if time.monotonic() - last_message >= c.idle_timeout_s:
+                    raise ProtocolError(f"no message for {c.idle_timeout_s:g} s "
+                                        "(idle timeout)") from None
+                limits.check()
+                continue
             except ConnectionClosed as e:
                 if e.rcvd is not None and e.rcvd.code == 1009:
                     logging.info("client %s: message over %d bytes", ws.remote_address,
-                                 self.config.max_message_bytes)
+                                 c.max_message_bytes)
                 return
+            last_message = time.monotonic()
+            limits.waited(last_message - waiting)
             if isinstance(message, str):
                 recognizer = await self._on_text(ws, parse_json(message), recognizer)
             else:
+                limits.audio(len(message))
                 recognizer = await self._on_audio(ws, message, recognizer)
+            limits.check()
 
     async def _on_text(self, ws: ServerConnection, msg: dict,
                        recognizer: Optional[StreamingRecognizer]

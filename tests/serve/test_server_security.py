@@ -3,16 +3,15 @@ message, a foreign web page's WebSocket handshake (Origin allow-list), and clien
 trickle audio to hold a slot (wall-clock session limit, minimum audio rate)."""
 import asyncio
 import base64
-import contextlib
 import json
 import os
 import socket
-import time
 
 import pytest
 from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.exceptions import InvalidStatus
 
+from bench.serve_slowloris import attack, trickle
 from tests.serve.test_safe_defaults import _server
 from tests.serve.test_server import START, _exchange, _idle
 from wenet.serve.client import read_pcm16, stream_audio
@@ -111,53 +110,6 @@ def test_allowed_origins_open_the_server_to_named_pages(u2pp_dir, one_thread):
         _server(u2pp_dir, "--allowed_origins", "app.example/x")
 
 
-async def _first_failure(ws):
-    """The first answer that is not a partial result."""
-    while True:
-        message = json.loads(await ws.recv())
-        if message.get("type") != "partial_result":
-            return message
-
-
-async def _trickle(url, every_s, give_up_s, pcm_bytes=2):
-    """A client that starts a stream, then sends ``pcm_bytes`` every ``every_s`` seconds
-    until the server closes it (or ``give_up_s``); (seconds until the server's error
-    message, the message, close code, close reason)."""
-    t0 = time.monotonic()
-    async with connect(url, proxy=None) as ws:
-        await ws.send(START)
-        assert json.loads(await ws.recv())["type"] == "server_ready"
-        answer = asyncio.create_task(_first_failure(ws))
-        while not answer.done() and time.monotonic() - t0 < give_up_s:
-            try:
-                await ws.send(b"\x00" * pcm_bytes)
-            except ConnectionClosed:
-                break
-            await asyncio.wait([answer], timeout=every_s)
-        message = await asyncio.wait_for(answer, 10)
-        took = time.monotonic() - t0
-        with contextlib.suppress(ConnectionClosed):
-            await asyncio.wait_for(ws.recv(), 10)
-    return took, message, ws.close_code, ws.close_reason
-
-
-async def _served_when_a_slot_frees(url, pcm, retry_s=0.1):
-    """A real client: retried while the server answers 1013 (full); (seconds from the
-    first try until speech_end, refusals, result)."""
-    t0, refusals = time.monotonic(), 0
-    while True:
-        try:
-            result = await stream_audio(url, pcm, chunk_ms=100)
-        except ConnectionClosed as e:  # refused before the start message was read
-            assert e.rcvd is not None and e.rcvd.code == 1013, e
-        else:
-            if result.messages and result.messages[-1].get("type") == "speech_end":
-                return time.monotonic() - t0, refusals, result
-            assert "server busy" in result.messages[-1]["message"], result.messages
-        refusals += 1
-        await asyncio.sleep(retry_s)
-
-
 WINDOW_S = 2.0
 
 
@@ -172,14 +124,8 @@ def test_two_slowloris_clients_cannot_lock_out_a_real_one(u2pp_dir, one_thread):
         alone = asyncio.run(stream_audio(srv.url, pcm)).text
         assert alone and _idle(srv)
 
-        async def attack():
-            loris = [asyncio.create_task(_trickle(srv.url, 0.5, 30)) for _ in range(2)]
-            while srv.server.clients < 2:
-                await asyncio.sleep(0.01)
-            real = await _served_when_a_slot_frees(srv.url, pcm)
-            return real, await asyncio.gather(*loris)
-
-        (waited, refusals, result), loris = asyncio.run(attack())
+        (waited, refusals, result), loris = asyncio.run(
+            attack(srv.url, pcm, 2, 0.5, 30, lambda: srv.server.clients))
     print(f"\nslowloris x2 vs --max_clients 2, --min_audio_rate 0.5 --rate_window_s "
           f"{WINDOW_S:g}: trickling clients closed after "
           f"{', '.join(f'{took:.2f}' for took, *_ in loris)} s; the real client was refused "
@@ -206,7 +152,7 @@ def test_real_time_clients_pass_the_rate_and_the_wall_clock_ends_any_connection(
         paced = asyncio.run(stream_audio(srv.url, pcm, chunk_ms=100, realtime=True))
         assert paced.messages[-1] == {"status": "ok", "type": "speech_end"}
         assert paced.text == fast.text != ""
-        took, message, code, reason = asyncio.run(_trickle(srv.url, 0.1, 30, 3200))
+        took, message, code, reason = asyncio.run(trickle(srv.url, 0.1, 30, 3200))
     assert code == 1008 and "(--max_connection_s)" in reason
     assert message["message"].startswith("connection open for 4 s, the most is 4 s")
     assert 4.0 <= took < 5.5

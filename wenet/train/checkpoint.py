@@ -221,11 +221,6 @@ def load_infos(base: str) -> Dict[str, Any]:
     return infos
 
 
-def load_resume_state(base: str) -> Dict[str, Any]:
-    """The resume state of checkpoint ``base`` (``base.resume.pt``)."""
-    return torch.load(f"{base}{RESUME_SUFFIX}", map_location="cpu", weights_only=True)
-
-
 def dump_bad_batch(model_dir: str, rank: int, batch: Mapping[str, Any],
                    model_state: Optional[Mapping[str, torch.Tensor]], infos: Dict[str, Any]) -> str:
     """Save the batch (per rank) and, from rank 0, the model under ``model_dir/bad_batch/``.

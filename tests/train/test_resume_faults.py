@@ -3,13 +3,21 @@ state never makes training start again over good checkpoints, and a full disk du
 save is an error naming the file and the cause, the previous checkpoint intact."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
 
 import pytest
+import torch
 
+from tests.train import testlib as T
 from tests.train.test_retention import _executor, _fit
+from wenet.bin.train import cli
+from wenet.train import checkpoint as ckpt
+from wenet.train.checkpoint_manager import CheckpointManager
+from wenet.train.distributed import DistInfo
+from wenet.utils import file_utils
 
 
 def _digests(d) -> dict:
@@ -77,3 +85,65 @@ def test_an_unreadable_resume_state_named_by_checkpoint_is_an_error_naming_it(tm
     ex = _executor(tmp_path, max_epoch=2, save_interval=0)
     with pytest.raises(ValueError, match=f"{tmp_path / '0.resume.pt'} is unreadable"):
         ex.checkpoints.resume(ex, str(tmp_path / "0.pt"))
+
+
+class _DiskFull:
+    """A file whose disk fills after ``room`` bytes: the write that would pass it writes
+    what fits, then raises ENOSPC, as a write(2) on a full file system does."""
+
+    def __init__(self, f, room: int) -> None:
+        self.f, self.room = f, room
+
+    def write(self, data) -> int:
+        if len(data) > self.room:
+            self.f.write(bytes(data[: self.room]))
+            self.room = 0
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.room -= len(data)
+        return self.f.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return self.f.__exit__(*exc)
+
+
+def _fill_disk_when_writing(monkeypatch, suffix: str, room: int = 600) -> None:
+    """Every file whose name ends with ``suffix`` is written to a disk with ``room`` bytes."""
+    def full_open(path, mode="r", **kwargs):
+        f = open(path, mode, **kwargs)
+        return _DiskFull(f, room) if path.split(".tmp.")[0].endswith(suffix) else f
+    monkeypatch.setattr(file_utils, "open", full_open, raising=False)
+
+
+def test_a_full_disk_during_a_save_is_an_error_naming_the_file_and_the_cause(tmp_path,
+                                                                             monkeypatch):
+    path = tmp_path / "3.pt"
+    ckpt.atomic_torch_save({"w": torch.zeros(3)}, str(path))
+    before = path.read_bytes()
+    _fill_disk_when_writing(monkeypatch, "3.pt")
+    with pytest.raises(OSError) as err:  # was torch's "enforce fail ... unexpected pos"
+        ckpt.atomic_torch_save({"w": torch.randn(10000)}, str(path))
+    assert err.value.errno == errno.ENOSPC
+    assert str(err.value).startswith(f"[Errno 28] cannot write {path}: No space left on "
+                                     "device (the previous 3.pt, if any, is intact)")
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["3.pt"]
+
+
+def test_train_py_on_a_full_disk_exits_1_with_one_line_and_epoch_0_intact(tmp_path, capsys,
+                                                                         monkeypatch):
+    corpus = T.make_corpus(str(tmp_path / "data"), num_utts=2, num_shards=1, cv_utts=1)
+    config = T.write_config(str(tmp_path / "conf.yaml"), max_epoch=2)
+    exp = tmp_path / "exp"
+    _fill_disk_when_writing(monkeypatch, os.path.join("exp", "1.pt"))
+    code = cli(T.train_args(corpus, config, str(exp)))
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert err.rstrip().splitlines()[-1].startswith(
+        f"train.py: error: [Errno 28] cannot write {exp / '1.pt'}: No space left on device")
+    assert CheckpointManager(str(exp), DistInfo()).latest() == str(exp / "0")
+    assert not [n for n in os.listdir(exp) if n.startswith("1.")]

@@ -14,8 +14,9 @@ on any path starts a session (protocol: :mod:`wenet.serve.protocol`) unless it c
 from a web page of another origin (HTTP 403, :mod:`wenet.serve.origins`).
 
 Every client mistake gets ``{"status": "failed", "message"}`` and a close (see
-:class:`ServerConfig` for the limits); a client that vanishes mid-stream just ends
-its session. Sessions keep nothing once they end: the recognizer belongs to the
+:class:`ServerConfig` for the limits; a client that holds a slot without sending audio
+at a minimum rate, or longer than a wall-clock limit, is closed too:
+:mod:`wenet.serve.limits`); a client that vanishes mid-stream just ends its session. Sessions keep nothing once they end: the recognizer belongs to the
 handler's frame only.
 """
 from __future__ import annotations

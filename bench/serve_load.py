@@ -91,7 +91,9 @@ def start_server(args) -> tuple:
     if args.onnx_dir:
         source = ["--onnx_dir", args.onnx_dir] + (["--int8"] if args.int8 else [])
     else:
-        source = ["--model_dir", args.model_dir, "--chunk_size", str(args.decoding_chunk_size)]
+        source = ["--model_dir", args.model_dir] + (
+            [] if args.decoding_chunk_size is None else
+            ["--chunk_size", str(args.decoding_chunk_size)])
     cmd = [sys.executable, os.path.join(REPO, "wenet/bin/serve.py"), *source, "--host",
            "127.0.0.1", "--port", str(port), "--max_clients", str(max(args.clients)),
            "--num_workers", str(args.num_workers), *args.server_args.split()]
@@ -152,7 +154,9 @@ def main() -> None:
     try:
         asyncio.run(run_level(url, 1, audio, 1))  # warm-up
         name = args.onnx_dir or args.model_dir
-        chunk = "the export's chunk" if args.onnx_dir else f"chunk {args.decoding_chunk_size}"
+        chunk = "the export's chunk" if args.onnx_dir else (
+            f"chunk {args.decoding_chunk_size}" if args.decoding_chunk_size is not None
+            else "serve.py's default chunk")
         print(f"# {name.rstrip('/')}{' (int8)' if args.int8 else ''}, {chunk}, "
               f"{args.num_workers} decode threads, {args.utts_per_client} utterances per client")
         print("| clients | first partial p50 / p95 (s) | final p50 / p95 (s) | CPU-RTF "

@@ -91,7 +91,8 @@ def test_bad_input_is_an_error_naming_the_file(tmp_path: Path):
     config["encoder"] = "mamba"
     (bad / "train.yaml").write_text(yaml.safe_dump(config))
     with pytest.raises(ValueError, match=re.escape(
-            f"{bad / 'train.yaml'} (checkpoint {bad / 'avg_1.pt'}): unknown encoder 'mamba'")):
+            f"{bad / 'train.yaml'}: encoder must be one of ['conformer', 'transformer', "
+            "'zipformer'], got 'mamba'")):
         export_onnx.main(["--model_dir", str(bad), "--output_dir", out])
     (bad / "units.txt").unlink()
     config["encoder"] = "transformer"

@@ -16,7 +16,7 @@ from tests.serve.test_streaming import _check_streams, _recognize
 from wenet.bin.serve import build_server, get_parser
 from wenet.bin.serve import main as serve_main
 from wenet.decode.context_graph import ContextGraph
-from wenet.decode.options import DecodeOptions
+from wenet.decode.options import STREAM_CHUNK_SIZE, DecodeOptions
 from wenet.inference.loader import load_model_dir
 from wenet.serve.client import read_pcm16, stream_audio
 from wenet.serve.loading import NotServableError, load_onnx_streaming_model
@@ -115,6 +115,12 @@ def test_onnx_server_flags(model_dir, onnx_dir, tmp_path, capsys):
         build_server(_args("--onnx_dir", str(onnx_dir), "--chunk_size", str(CHUNK * 2)))
     with pytest.raises(ValueError, match="num_left_chunks 5"):
         build_server(_args("--onnx_dir", str(onnx_dir), "--num_left_chunks", "5"))
+    # a value that happens to be the model-dir default is as explicit as any other
+    # (issue 57: --chunk_size 16 served the export's 4 without a word)
+    with pytest.raises(ValueError, match=f"chunk_size {STREAM_CHUNK_SIZE} needs another export"):
+        build_server(_args("--onnx_dir", str(onnx_dir), "--chunk_size", str(STREAM_CHUNK_SIZE)))
+    with pytest.raises(ValueError, match="num_left_chunks -1 needs another export"):
+        build_server(_args("--onnx_dir", str(onnx_dir), "--num_left_chunks", "-1"))
     with pytest.raises(ValueError, match="--checkpoint goes with --model_dir"):
         build_server(_args("--onnx_dir", str(onnx_dir), "--checkpoint", "x.pt"))
     with pytest.raises(ValueError, match="--int8 goes with --onnx_dir"):

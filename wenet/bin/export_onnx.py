@@ -75,6 +75,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         loaded = load_model_dir(args.model_dir or "", "cpu", checkpoint,
                                 config=args.config, need_tokenizer=False)
     except ValueError as e:  # an unknown model type or option, a mismatched checkpoint
+        if str(e).startswith((f"{config}: ", f"{checkpoint} ")):  # names its file already
+            raise
         raise ValueError(f"{config} (checkpoint {checkpoint}): {e}") from e
     units = args.units or resolve_units(loaded.path, loaded.configs)
     bpe_model = args.bpe_model or resolve_bpe(loaded.path, loaded.configs, units)

@@ -32,6 +32,7 @@ from wenet.inference.stream_search import TRANSDUCER_SEARCHES, is_transducer_mod
 from wenet.serve.loading import (NotServableError, load_onnx_streaming_model,
                                  load_streaming_model)
 from wenet.serve.onnx_model import chunking
+from wenet.serve.origins import parse_allowed_origins
 from wenet.serve.server import RecognitionServer, ServerConfig
 
 
@@ -50,6 +51,10 @@ def get_parser() -> argparse.ArgumentParser:
                         "0.0.0.0 (or the machine's address) serves the network")
     p.add_argument("--port", type=int, default=10086, help="0: any free port")
     p.add_argument("--max_clients", type=int, default=16)
+    p.add_argument("--allowed_origins", nargs="+", default=[], metavar="ORIGIN",
+                   help="web pages (scheme://host[:port], or * for any) that may open "
+                        "sessions besides the server's own page; scripts and programs (no "
+                        "Origin header) are always served. Default: none")
     add_search_options(p, STREAM, stream=True)  # a start message may ask for another chunk
     p.add_argument("--transducer_search", choices=TRANSDUCER_SEARCHES, default="beam",
                    help="transducer models: modified beam search (takes hotwords) or "
@@ -67,7 +72,16 @@ def get_parser() -> argparse.ArgumentParser:
                    help="a sentence ends at this length (continuous or not)")
     p.add_argument("--max_session_s", type=float, default=3600.0,
                    help="audio seconds one stream may send")
-    p.add_argument("--idle_timeout_s", type=float, default=60.0)
+    p.add_argument("--idle_timeout_s", type=float, default=60.0,
+                   help="seconds without any message that close a connection")
+    p.add_argument("--min_audio_rate", type=float, default=0.5,
+                   help="audio seconds a connection must send per second the server waits "
+                        "for it, over each --rate_window_s (real time is 1; 0: no minimum); "
+                        "a client trickling bytes to hold a slot is closed (1008)")
+    p.add_argument("--rate_window_s", type=float, default=30.0,
+                   help="the window of --min_audio_rate, seconds")
+    p.add_argument("--max_connection_s", type=float, default=7200.0,
+                   help="wall-clock seconds one connection may stay open (1008 after)")
     p.add_argument("--max_message_bytes", type=int, default=1 << 18)
     p.add_argument("--num_workers", type=int, default=2, help="threads running the model")
     p.add_argument("--num_threads", type=int, default=1, help="torch threads per worker")
@@ -76,24 +90,27 @@ def get_parser() -> argparse.ArgumentParser:
 
 def build_server(args: argparse.Namespace) -> RecognitionServer:
     """The server the arguments describe (the model loaded and checked)."""
-    if args.decoding_chunk_size <= 0:
+    if args.decoding_chunk_size is not None and args.decoding_chunk_size <= 0:
         raise ValueError(f"a stream is encoded chunk by chunk: --chunk_size must be > 0, "
                          f"got {args.decoding_chunk_size}")
     if args.onnx_dir is not None:
         if args.checkpoint is not None:
             raise ValueError("--checkpoint goes with --model_dir, not --onnx_dir")
         loaded: Any = load_onnx_streaming_model(args.onnx_dir, args.int8, args.num_threads)
-        # the export fixed the chunking: the defaults take it, another value is an error
-        chunk, left = chunking(loaded.model, None if args.decoding_chunk_size ==
-                               STREAM_CHUNK_SIZE else args.decoding_chunk_size,
-                               None if args.num_decoding_left_chunks == -1
-                               else args.num_decoding_left_chunks)
+        # the export fixed the chunking: not given (None) takes it, any given value that
+        # differs is an error
+        chunk, left = chunking(loaded.model, args.decoding_chunk_size,
+                               args.num_decoding_left_chunks)
         args.decoding_chunk_size, args.num_decoding_left_chunks = chunk, left
     else:
         if args.int8:
             raise ValueError("--int8 goes with --onnx_dir (a model dir's int8 TorchScript is "
                              "final_quant.zip: --checkpoint DIR/final_quant.zip)")
         loaded = load_streaming_model(args.model_dir, args.checkpoint)
+        if args.decoding_chunk_size is None:
+            args.decoding_chunk_size = STREAM_CHUNK_SIZE
+        if args.num_decoding_left_chunks is None:
+            args.num_decoding_left_chunks = -1
     options = search_options(args, loaded.tokenizer)  # reads --lm_path with the units
     if options.lm_fusion is not None and is_transducer_model(loaded.model):
         raise ValueError("--lm_path: an n-gram LM is fused into CTC searches only; this "
@@ -107,6 +124,9 @@ def build_server(args: argparse.Namespace) -> RecognitionServer:
     config = ServerConfig(host=args.host, port=args.port, max_clients=args.max_clients,
                           num_workers=args.num_workers, max_message_bytes=args.max_message_bytes,
                           max_session_s=args.max_session_s, idle_timeout_s=args.idle_timeout_s,
+                          allowed_origins=parse_allowed_origins(args.allowed_origins),
+                          min_audio_rate=args.min_audio_rate, rate_window_s=args.rate_window_s,
+                          max_connection_s=args.max_connection_s,
                           max_chunk_size=options.chunk_size if args.onnx_dir is not None
                           else max(64, options.chunk_size))
     return RecognitionServer(loaded, options, config, hotword_score=args.context_score,

@@ -32,7 +32,8 @@ import torch
 
 from wenet.dataset.dataset import Dataset
 from wenet.models import init_model
-from wenet.train.checkpoint import check_init_architecture, load_init_weights
+from wenet.train.checkpoint import (CheckpointWriteError, check_init_architecture,
+                                    load_init_weights)
 from wenet.train.checkpoint_manager import CheckpointManager, format_usage
 from wenet.train.config import (TrainConf, TrainingError, input_dim_of, override_config,
                                 save_yaml, train_yaml_configs)
@@ -328,7 +329,7 @@ def cli(argv: Optional[List[str]] = None) -> int:
     """``main`` with the exit status: 1 and one line on stderr for a TrainingError, 130 on ^C."""
     try:
         main(argv)
-    except TrainingError as e:
+    except (TrainingError, CheckpointWriteError) as e:
         print(f"train.py: error: {e}", file=sys.stderr, flush=True)
         return 1
     except DiagnosticsDone as e:  # --print_diagnostics stops training on purpose

@@ -152,7 +152,9 @@ _LM_FLAGS = ("lm_weight", "word_bonus", "lm_open_vocab")
 def add_search_options(parser: argparse.ArgumentParser, names: Sequence[str] = ALL,
                        stream: bool = False) -> None:
     """Add the flags ``names`` (``args`` attribute names) as one argparse group; with
-    ``stream`` the chunk size defaults to ``STREAM_CHUNK_SIZE``."""
+    ``stream`` the chunk size and left chunks default to None ("not given": the caller
+    takes an ONNX export's fixed values or ``STREAM_CHUNK_SIZE`` and all chunks), so that
+    an explicit value, whatever it is, can be told from the default."""
     unknown = [n for n in names if n not in _FLAGS]
     if unknown:
         raise ValueError(f"no search flag {unknown}; known: {list(_FLAGS)}")
@@ -160,8 +162,11 @@ def add_search_options(parser: argparse.ArgumentParser, names: Sequence[str] = A
     for name in names:
         flag = _FLAGS[name]
         kwargs = dict(flag.kwargs)
-        if stream and name == "decoding_chunk_size":
-            kwargs["default"] = STREAM_CHUNK_SIZE
+        if stream and name in ENCODER:
+            kwargs["default"] = None
+            kwargs["help"] += (f" (default: an ONNX export's own; else {STREAM_CHUNK_SIZE}"
+                               if name == "decoding_chunk_size" else
+                               " (default: an ONNX export's own; else -1") + ")"
         group.add_argument(*flag.names, dest=flag.dest, **kwargs)
 
 

@@ -35,6 +35,7 @@ from wenet.dataset.tokenizer import Tokenizer
 from wenet.alignment.align import frame_shift_seconds
 from wenet.inference.features import inference_feature_conf
 from wenet.models import model_from_checkpoint
+from wenet.models.config_check import check_model_config
 from wenet.models.paths import resolve_bpe, resolve_units
 from wenet.train.checkpoint import epoch_checkpoints
 from wenet.transformer.encoder import check_decoding_chunk_size
@@ -163,7 +164,7 @@ def load_model_dir(path: str, device: str | torch.device = "cpu",
     if not os.path.isfile(config_path):
         raise FileNotFoundError(f"{path}: no {os.path.basename(config_path)} (the features "
                                 "and units of the model are read from it)")
-    configs = load_yaml(config_path)
+    configs = check_model_config(load_yaml(config_path), config_path)
     tokenizer = None
     if need_tokenizer or units:
         units = units or resolve_units(path, configs)
@@ -178,7 +179,7 @@ def load_model_dir(path: str, device: str | torch.device = "cpu",
         scripted, rate = True, int(model.script.subsampling_rate())
     else:
         checkpoint = checkpoint or find_checkpoint(path)
-        model = model_from_checkpoint(configs, checkpoint, device)  # carries its CMVN
+        model = model_from_checkpoint(configs, checkpoint, device, config_path)  # + CMVN
         scripted, rate = False, int(model.subsampling_rate())
     logging.info("model %s (%s), units %s%s", checkpoint, "TorchScript" if scripted else
                  "checkpoint", units, f", BPE {bpe_model}" if bpe_model else "")

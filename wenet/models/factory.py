@@ -230,7 +230,8 @@ def _checkpoint_cmvn(state: Dict[str, torch.Tensor], input_dim: int) -> Optional
 
 
 def model_from_checkpoint(configs: Dict[str, Any], checkpoint: Optional[str],
-                          device: str | torch.device = "cpu") -> ASRModel:
+                          device: str | torch.device = "cpu",
+                          config_name: str = "the config") -> ASRModel:
     """``init_model(configs)`` with ``checkpoint``'s weights (strict), in eval mode: the
     factory's step of loading (a model dir is loaded by ``wenet.inference.loader``).
 
@@ -248,6 +249,30 @@ def model_from_checkpoint(configs: Dict[str, Any], checkpoint: Optional[str],
                          f"names cmvn_file {configs['cmvn_file']}: not this config's checkpoint?")
     model = init_model(configs, global_cmvn=cmvn) if cmvn is not None \
         else init_model(dict(configs, cmvn_file=None))
-    model.load_state_dict(state)
+    _load_fitting(model, state, checkpoint, configs, config_name)
     logging.info("loaded %s", checkpoint)
     return model.to(device).eval()
+
+
+def _load_fitting(model: torch.nn.Module, state: Dict[str, torch.Tensor], checkpoint: str,
+                  configs: Dict[str, Any], config_name: str) -> None:
+    """``model.load_state_dict(state)`` (strict); a checkpoint that does not fit is one
+    short ValueError (counts, the first mismatch, a section the config lacks), not torch's
+    line per tensor."""
+    own = model.state_dict()
+    missing = [k for k in own if k not in state]
+    unexpected = [k for k in state if k not in own]
+    shapes = [k for k in own if k in state and state[k].shape != own[k].shape]
+    if not (missing or unexpected or shapes):
+        model.load_state_dict(state)
+        return
+    parts = [f"{len(shapes)} tensors differ in shape" + (
+        f" (first {shapes[0]}: {tuple(state[shapes[0]].shape)} there, "
+        f"{tuple(own[shapes[0]].shape)} here)" if shapes else ""),
+        f"{len(missing)} missing" + (f" (first {missing[0]})" if missing else ""),
+        f"{len(unexpected)} unexpected" + (f" (first {unexpected[0]})" if unexpected else "")]
+    absent = [k for k in ("encoder_conf", "decoder_conf") if k not in configs]
+    hint = (f"; {config_name} has no {' or '.join(absent)}, so those parts were built with "
+            "their defaults" if absent else "; is it the checkpoint of this config?")
+    raise ValueError(f"{checkpoint} does not fit the model {config_name} describes: "
+                     + ", ".join(parts) + hint)

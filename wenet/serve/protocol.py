@@ -11,7 +11,8 @@ Client to server:
 * text ``{"signal": "end"}``: no more audio for this stream.
 
 A start message with any other key (``START_KEYS``) is refused, naming the key: a
-misspelt option must not be silently ignored.
+misspelt option must not be silently ignored; so is any message holding a number that is
+not finite (``NaN``, ``Infinity``, ``1e999``).
 
 Server to client, text JSON: ``{"status": "ok", "type": "server_ready"}`` after a
 start; ``{"status": "ok", "type": "partial_result", "nbest": [{"sentence": ...}]}``
@@ -25,6 +26,7 @@ close. Unlike WeNet's runtime, ``nbest`` is a JSON list, not a string holding on
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -63,10 +65,23 @@ class StartRequest:
     hotword_score: Optional[float] = None
 
 
+def _non_finite(literal: str) -> float:
+    raise ProtocolError(f"{literal} is not a finite number (JSON has no NaN or Infinity)")
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise ProtocolError(f"{literal} is not a finite number (out of the double range)")
+    return value
+
+
 def parse_json(text: str) -> Dict[str, Any]:
-    """A text message as a JSON object with a ``signal``; ProtocolError otherwise."""
+    """A text message as a JSON object with a ``signal``; ProtocolError otherwise, also for
+    a number that is not finite (``NaN``, ``Infinity``, which Python's reader would take,
+    or a literal beyond the double range): a NaN score empties every hypothesis."""
     try:
-        msg = json.loads(text)
+        msg = json.loads(text, parse_constant=_non_finite, parse_float=_finite_float)
     except ValueError as e:
         raise ProtocolError(f"malformed JSON message ({e.msg} at character {e.pos})") from None
     if not isinstance(msg, dict) or not isinstance(msg.get("signal"), str):
@@ -103,6 +118,8 @@ def parse_start(msg: Dict[str, Any], max_nbest: int, max_chunk_size: int) -> Sta
     score = msg.get("hotword_score")
     if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
         raise ProtocolError(f'"hotword_score" must be a number, got {score!r}')
+    if isinstance(score, int) and abs(score) > 1e300:  # float() would overflow
+        raise ProtocolError('"hotword_score" is not a finite number (out of the double range)')
     return StartRequest(nbest=_int_in(msg, "nbest", 1, max_nbest, 1),
                         continuous_decoding=continuous,
                         chunk_size=_int_in(msg, "chunk_size", 1, max_chunk_size, None),

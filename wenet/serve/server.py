@@ -10,11 +10,13 @@ most ``max_message_bytes`` each wait in the connection's buffer).
 
 HTTP on the same port: ``GET /healthz`` answers JSON ``{"status": "ok", "clients",
 "max_clients"}``; ``GET /`` the browser page (static/index.html); a WebSocket upgrade
-on any path starts a session (protocol: :mod:`wenet.serve.protocol`).
+on any path starts a session (protocol: :mod:`wenet.serve.protocol`) unless it comes
+from a web page of another origin (HTTP 403, :mod:`wenet.serve.origins`).
 
 Every client mistake gets ``{"status": "failed", "message"}`` and a close (see
-:class:`ServerConfig` for the limits); a client that vanishes mid-stream just ends
-its session. Sessions keep nothing once they end: the recognizer belongs to the
+:class:`ServerConfig` for the limits; a client that holds a slot without sending audio
+at a minimum rate, or longer than a wall-clock limit, is closed too:
+:mod:`wenet.serve.limits`); a client that vanishes mid-stream just ends its session. Sessions keep nothing once they end: the recognizer belongs to the
 handler's frame only.
 """
 from __future__ import annotations
@@ -25,8 +27,9 @@ import http
 import json
 import logging
 import os
+import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.datastructures import Headers
@@ -36,6 +39,8 @@ from websockets.http11 import Request, Response
 from wenet.decode.options import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
 from wenet.inference.streaming import StreamingRecognizer
+from wenet.serve.limits import ConnectionLimits, check_limits
+from wenet.serve.origins import origin_allowed
 from wenet.serve.protocol import (CLOSE_INTERNAL, CLOSE_NORMAL, CLOSE_TRY_AGAIN, ProtocolError,
                                   StartRequest, failed, ok, parse_json, parse_start)
 
@@ -54,8 +59,17 @@ class ServerConfig:
     max_queue: int = 8                 # messages waiting in a connection's buffer
     max_session_s: float = 3600.0      # audio seconds per stream
     idle_timeout_s: float = 60.0       # seconds without any message
+    # slot holders (wenet/serve/limits.py): audio seconds per second waited for the client,
+    # over windows of rate_window_s (0: no minimum); wall-clock seconds per connection
+    min_audio_rate: float = 0.5
+    rate_window_s: float = 30.0
+    max_connection_s: float = 7200.0
+
+    def __post_init__(self) -> None:
+        check_limits(self.min_audio_rate, self.rate_window_s, self.max_connection_s)
     max_nbest: int = 10
     max_chunk_size: int = 64
+    allowed_origins: Tuple[str, ...] = ()  # pages besides the own one (wenet/serve/origins.py)
 
 
 class RecognitionServer:
@@ -70,6 +84,7 @@ class RecognitionServer:
         self.config = config
         self.clients = 0
         self.sessions_served = 0
+        self.refused_origins = 0  # handshakes refused by the Origin allow-list
         self.executor = concurrent.futures.ThreadPoolExecutor(
             config.num_workers, thread_name_prefix="decode")
         with open(PAGE, "rb") as f:
@@ -81,7 +96,16 @@ class RecognitionServer:
                         ) -> Optional[Response]:
         """Plain HTTP: the health check and the page; None lets a WebSocket handshake on."""
         if request.headers.get("Upgrade", "").lower() == "websocket":
-            return None
+            origin = request.headers.get("Origin")
+            if origin_allowed(origin, request.headers.get("Host"), self.config.allowed_origins):
+                return None
+            self.refused_origins += 1
+            logging.info("refused a WebSocket handshake from %s: Origin %r is not allowed",
+                         connection.remote_address, origin)
+            return _response(http.HTTPStatus.FORBIDDEN, "text/plain", (
+                f"Origin {origin} may not open sessions here: only this server's own page "
+                "and non-browser clients (serve.py --allowed_origins opens it to other "
+                "pages)\n").encode())
         path = request.path.split("?", 1)[0]
         if path == "/healthz":
             body = json.dumps({"status": "ok", "clients": self.clients,
@@ -116,22 +140,35 @@ class RecognitionServer:
 
     async def _session(self, ws: ServerConnection) -> None:
         """Read messages until the client closes; ProtocolError on any mistake."""
+        c = self.config
         recognizer: Optional[StreamingRecognizer] = None
+        limits = ConnectionLimits(c.min_audio_rate, c.rate_window_s, c.max_connection_s)
+        last_message = time.monotonic()
         while True:
+            waiting = time.monotonic()
+            idle_left = c.idle_timeout_s - (waiting - last_message)
             try:
-                message = await asyncio.wait_for(ws.recv(), self.config.idle_timeout_s)
-            except asyncio.TimeoutError:
-                raise ProtocolError(f"no message for {self.config.idle_timeout_s:g} s "
-                                    "(idle timeout)") from None
+                message = await asyncio.wait_for(ws.recv(), limits.timeout(idle_left))
+            except asyncio.TimeoutError:  # a limit is due: idle, rate window or wall clock
+                limits.waited(time.monotonic() - waiting)
+                if time.monotonic() - last_message >= c.idle_timeout_s:
+                    raise ProtocolError(f"no message for {c.idle_timeout_s:g} s "
+                                        "(idle timeout)") from None
+                limits.check()
+                continue
             except ConnectionClosed as e:
                 if e.rcvd is not None and e.rcvd.code == 1009:
                     logging.info("client %s: message over %d bytes", ws.remote_address,
-                                 self.config.max_message_bytes)
+                                 c.max_message_bytes)
                 return
+            last_message = time.monotonic()
+            limits.waited(last_message - waiting)
             if isinstance(message, str):
                 recognizer = await self._on_text(ws, parse_json(message), recognizer)
             else:
+                limits.audio(len(message))
                 recognizer = await self._on_audio(ws, message, recognizer)
+            limits.check()
 
     async def _on_text(self, ws: ServerConnection, msg: dict,
                        recognizer: Optional[StreamingRecognizer]

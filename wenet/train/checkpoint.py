@@ -23,12 +23,13 @@ checkpoint intact and the half-written one ignored. Everything loads with
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import torch
 import yaml
@@ -111,10 +112,53 @@ def step_base(model_dir: str, step: int) -> str:
     return os.path.join(model_dir, f"step_{step}")
 
 
+class _WriteRecorder:
+    """A binary file that keeps the OSError of a failed write: torch.save swallows it and
+    reports "enforce fail ... unexpected pos" instead (e.g. on a full disk)."""
+
+    def __init__(self, f: Any) -> None:
+        self.f = f
+        self.error: Optional[OSError] = None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint file could not be written (a full disk, a quota): names the file and
+    the cause; the file that was there before, if any, is intact (``atomic_open``)."""
+
+
+@contextlib.contextmanager
+def _write_errors_named(path: str) -> Iterator[None]:
+    try:
+        yield
+    except OSError as e:
+        if e.errno is None or isinstance(e, CheckpointWriteError):
+            raise
+        raise CheckpointWriteError(e.errno, f"cannot write {path}: {e.strerror} (the "
+                                   f"previous {os.path.basename(path)}, if any, is intact)"
+                                   ) from e
+
+
 def atomic_torch_save(obj: Any, path: str) -> None:
-    """``torch.save`` through ``atomic_open``: readers never see half a file."""
-    with atomic_open(path, "wb") as f:
-        torch.save(obj, f)
+    """``torch.save`` through ``atomic_open``: readers never see half a file. A failed
+    write is a :class:`CheckpointWriteError` naming ``path`` and the cause."""
+    with _write_errors_named(path), atomic_open(path, "wb") as f:
+        recorder = _WriteRecorder(f)
+        try:
+            torch.save(obj, recorder)
+        except RuntimeError as e:
+            if recorder.error is None:
+                raise
+            raise recorder.error from e
 
 
 def strip_ddp_prefix(state_dict: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
@@ -204,7 +248,8 @@ def save_checkpoint(base: str, model_state: Mapping[str, torch.Tensor], infos: D
         atomic_torch_save(dict(avg_state), f"{base}{AVERAGE_SUFFIX}")
     infos = dict(infos, save_time=time.strftime(SAVE_TIME_FORMAT))
     if write_yaml:
-        atomic_write_text(f"{base}{INFOS_SUFFIX}", yaml.safe_dump(infos, sort_keys=True))
+        with _write_errors_named(f"{base}{INFOS_SUFFIX}"):
+            atomic_write_text(f"{base}{INFOS_SUFFIX}", yaml.safe_dump(infos, sort_keys=True))
     if resume_state is not None:
         atomic_torch_save(dict(resume_state, infos=infos), f"{base}{RESUME_SUFFIX}")
     logging.info("saved checkpoint %s in %.1f s", base, time.time() - start)
@@ -219,11 +264,6 @@ def load_infos(base: str) -> Dict[str, Any]:
     if not isinstance(infos, dict):
         raise ValueError(f"{path}: expected a mapping, got {type(infos).__name__}")
     return infos
-
-
-def load_resume_state(base: str) -> Dict[str, Any]:
-    """The resume state of checkpoint ``base`` (``base.resume.pt``)."""
-    return torch.load(f"{base}{RESUME_SUFFIX}", map_location="cpu", weights_only=True)
 
 
 def dump_bad_batch(model_dir: str, rank: int, batch: Mapping[str, Any],

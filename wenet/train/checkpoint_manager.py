@@ -18,8 +18,9 @@ calls back. What it does:
   A checkpoint's resume state is deleted before its other files, so a kill at any
   moment leaves at least one complete checkpoint;
 * **resume**: :meth:`~CheckpointManager.resume` continues from a given checkpoint
-  or from the complete one with the most updates (exactly when its resume state
-  exists, the weights only otherwise: an older or foreign ``NAME.pt``);
+  or from the intact complete one with the most updates (exactly when its resume state
+  exists, the weights only otherwise: an older or foreign ``NAME.pt``); an unreadable
+  newest resume state never means starting from scratch (wenet/train/resume_point.py);
 * **disk**: the temporary files of writers killed in an earlier run
   (``<path>.tmp.<pid>``, wenet.utils.file_utils.atomic_open) are removed when
   training starts; :meth:`~CheckpointManager.usage` sizes the dir by kind of file.
@@ -36,12 +37,13 @@ import torch.distributed as dist
 
 from wenet.train.checkpoint import (AVERAGE_SUFFIX, INFOS_SUFFIX, MODEL_SUFFIX, RESUME_SUFFIX,
                                     checkpoint_base, checkpoint_files, dump_bad_batch,
-                                    epoch_base, load_infos, load_resume_state,
+                                    epoch_base, load_infos,
                                     parse_checkpoint_name, save_checkpoint, step_base,
                                     strip_ddp_prefix)
 from wenet.train.config import TrainConf
 from wenet.train.distributed import DistInfo
 from wenet.train.model_average import ModelAverager
+from wenet.train.resume_point import resume_point
 from wenet.train.train_state import TrainState, capture_rng_state, restore_rng_state
 from wenet.utils.file_utils import TMP_MARK, dead_writers_temp_files
 
@@ -146,36 +148,22 @@ class CheckpointManager:
         return base
 
     def latest(self) -> Optional[str]:
-        """Base path of the complete checkpoint with the most updates, or None.
-
-        Complete means its ``.resume.pt`` exists. On a tie an epoch checkpoint wins
-        over a step checkpoint (it also records that the epoch's CV was done).
-        """
-        best: Optional[tuple] = None
-        if not os.path.isdir(self.model_dir):
-            return None
-        resumable = (checkpoint_files(self.model_dir, "epoch", RESUME_SUFFIX)
-                     + checkpoint_files(self.model_dir, "step", RESUME_SUFFIX))
-        for _, path in resumable:
-            try:
-                state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-            except Exception as e:  # a corrupt file must not stop the search for a good one
-                logging.warning("ignoring unreadable resume state %s: %s", path, e)
-                continue
-            key = (int(state["step"]), 1 if state.get("epoch_done") else 0, state.get("epoch", 0))
-            if best is None or key > best[0]:
-                best = (key, checkpoint_base(path))
-        return None if best is None else best[1]
+        """Base path of the intact complete checkpoint with the most updates, or None;
+        ValueError instead of starting over trained checkpoints
+        (wenet/train/resume_point.py)."""
+        return resume_point(self.model_dir)
 
     def restore(self, run: Resumable, base: str) -> None:
         """Continue from checkpoint ``base``: exactly when its resume state exists, else weights only."""
-        weights = torch.load(f"{base}{MODEL_SUFFIX}", map_location="cpu", weights_only=True)
+        weights = _load_or_explain(f"{base}{MODEL_SUFFIX}",
+                                   "name another checkpoint with --checkpoint")
         run.module.load_state_dict(strip_ddp_prefix(weights))
-        try:
-            resume = load_resume_state(base)
-        except FileNotFoundError:
+        if not os.path.exists(f"{base}{RESUME_SUFFIX}"):
             self._restore_weights_only(run, base)
             return
+        resume = _load_or_explain(f"{base}{RESUME_SUFFIX}", (
+            f"move it aside (mv {base}{RESUME_SUFFIX} {base}{RESUME_SUFFIX}.bad) to continue "
+            f"from the weights of {base}{MODEL_SUFFIX} only"))
         if resume.get("format") != RESUME_FORMAT:
             raise ValueError(f"{base}{RESUME_SUFFIX}: unknown format {resume.get('format')}")
         run.state = TrainState(**{k: resume[k] for k in asdict(TrainState()) if k in resume})
@@ -294,6 +282,16 @@ def format_usage(usage: Dict[str, int]) -> str:
     parts = ", ".join(f"{kind} {size / 2 ** 20:.1f}" for kind, size in sorted(usage.items())
                       if kind != "total")
     return f"{usage['total'] / 2 ** 20:.1f} MB ({parts})"
+
+
+def _load_or_explain(path: str, way_on: str) -> Any:
+    """``torch.load`` (weights only); a file that will not load is a ValueError naming it."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise
+    except Exception as e:
+        raise ValueError(f"{path} is unreadable ({type(e).__name__}: {e}): {way_on}") from e
 
 
 def _remove(path: str) -> Optional[int]:

@@ -87,9 +87,17 @@ class CachePacking:
         if math.prod(self.theirs) < math.prod(self.ours):
             raise ValueError(f"a {self.theirs} tensor cannot carry a {self.ours} cache")
 
+    @property
+    def empty(self) -> bool:
+        """No cache (an encoder without a causal convolution): the loader's tensor is
+        passed back unchanged (it stays an input of the graph)."""
+        return math.prod(self.ours) == 0
+
     def unpack(self, t: torch.Tensor) -> torch.Tensor:
         if self.ours == self.theirs:
             return t
+        if self.empty:  # onnx Reshape reads a 0 in a shape as "keep this dim"
+            return t.new_zeros(self.ours)
         return t.reshape(-1)[:math.prod(self.ours)].reshape(self.ours)
 
     def pack(self, t: torch.Tensor) -> torch.Tensor:
@@ -140,7 +148,7 @@ class OnlineCtcSherpa(torch.nn.Module):
         out, att, cnn = self.step(x, offset - required_cache_size, self.att.unpack(attn_cache),
                                   self.cnn.unpack(conv_cache), attn_mask)
         log_probs = _uses(self.model.ctc_activation(out), attn_mask)
-        return log_probs, self.att.pack(att), self.cnn.pack(cnn)
+        return log_probs, self.att.pack(att), conv_cache if self.cnn.empty else self.cnn.pack(cnn)
 
 
 class TransducerEncoderSherpa(torch.nn.Module):
@@ -178,7 +186,8 @@ class StreamingTransducerEncoderSherpa(torch.nn.Module):
         mask = (slots >= self.required - offset).view(1, 1, -1)
         out, att, cnn = self.step(x, offset, self.att.unpack(cached_att),
                                   self.cnn.unpack(cached_conv), mask)
-        return self.model.project_encoder(out), self.att.pack(att), self.cnn.pack(cnn)
+        cnn = cached_conv if self.cnn.empty else self.cnn.pack(cnn)
+        return self.model.project_encoder(out), self.att.pack(att), cnn
 
 
 class DecoderSherpa(torch.nn.Module):

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 import numpy as np
 import pytest
@@ -97,7 +97,7 @@ def write_cmvn(d: Path) -> Path:
 class Exported:
     """A model's exp dir, its default export (``ours``) and its sherpa-onnx export."""
 
-    def __init__(self, root: Path, name: str, suppress: bool = True):
+    def __init__(self, root: Path, name: str, bias: Dict[int, float] = None):
         write_audio(root)
         config = dict(MODELS[name], cmvn_file=str(write_cmvn(root)))
         self.transducer = "predictor" in config
@@ -106,10 +106,11 @@ class Exported:
         sharpening = dict(joint=4.0) if self.transducer else {}
         model = write_experiment(exp, config, checkpoint="avg_1.pt", **sharpening)
         self.center(model.eval())
-        if suppress:  # what training does to units that are never (or hardly) targets
-            with torch.no_grad():
-                bias = model.joint.out.bias if self.transducer else model.ctc.ctc_lo.bias
-                bias[[UNK, EOS]] -= 30.0
+        # by default, what training does to units that are never (or hardly) targets
+        with torch.no_grad():
+            out = model.joint.out.bias if self.transducer else model.ctc.ctc_lo.bias
+            for unit, change in (bias or {UNK: -30.0, EOS: -30.0}).items():
+                out[unit] += change
         torch.save(model.state_dict(), exp / "avg_1.pt")
         common = ["--model_dir", str(exp), "--int8", "--chunk_size", str(CHUNK),
                   "--num_decoding_left_chunks", str(LEFT_CHUNKS)]
@@ -157,19 +158,23 @@ class Exported:
 
 
 class ChunkwiseJoint:
-    """Our runtime's transducer graphs with the encoder projection run per chunk."""
+    """Our runtime's transducer graphs with the encoder projection run per chunk of
+    ``chunk`` frames (all at once: 0); ``blanks`` are further units read as a blank
+    (big blanks of one frame)."""
 
-    def __init__(self, net) -> None:
-        self.net = net
-        self.blank_id, self.big_blank_ids = net.blank_id, net.big_blank_ids
-        self.big_blank_durations = net.big_blank_durations
+    def __init__(self, net, chunk: int = CHUNK, blanks: Sequence[int] = ()) -> None:
+        self.net, self.chunk = net, chunk
+        self.blank_id = net.blank_id
+        self.big_blank_ids = list(net.big_blank_ids) + list(blanks)
+        self.big_blank_durations = list(net.big_blank_durations) + [1] * len(blanks)
         self.predictor_init_state, self.predictor_step = (net.predictor_init_state,
                                                           net.predictor_step)
         self.joint = net.joint
 
     def project_encoder(self, encoder_out: np.ndarray) -> np.ndarray:
-        return np.concatenate([self.net.project_encoder(encoder_out[:, s:s + CHUNK])
-                               for s in range(0, encoder_out.shape[1], CHUNK)], axis=1)
+        step = self.chunk or encoder_out.shape[1]
+        return np.concatenate([self.net.project_encoder(encoder_out[:, s:s + step])
+                               for s in range(0, encoder_out.shape[1], step)], axis=1)
 
 
 @pytest.fixture(scope="module", params=sorted(MODELS))
@@ -256,6 +261,25 @@ def test_manifest_and_metadata(exported):
         assert (online["chunk_size"], online["left_chunks"]) == (str(CHUNK), str(LEFT_CHUNKS))
         assert manifest["online"] == {"loader": "wenet_ctc", "model": "model-streaming.onnx",
                                       "chunk_size": CHUNK, "num_left_chunks": LEFT_CHUNKS}
+
+
+def test_transducer_unk_is_blank_in_sherpa(tmp_path):
+    """The one difference of sherpa-onnx's transducer greedy search from ours: ``<unk>``
+    counts as a blank there (not emitted, the decoder not advanced). With ``<unk>`` made
+    likely, sherpa-onnx's tokens are exactly our runtime's greedy search that reads
+    ``<unk>`` as a one-frame blank, and differ from our plain greedy search."""
+    e = Exported(tmp_path, "conformer_transducer", bias={UNK: 2.0, EOS: -30.0})
+    model = OnnxModel(str(e.ours))
+    recognizer = sherpa_recognizer.offline_recognizer(str(e.sherpa))
+    plain, unk_blank, theirs = [], [], []
+    for key in KEYS:
+        out, lens = model.encode([fbank(e.audio(key), model.info.features)])
+        plain.append(transducer_search.rnnt_greedy_search(model.transducer(), out, lens)[0])
+        unk_blank.append(transducer_search.rnnt_greedy_search(
+            ChunkwiseJoint(model.transducer(), chunk=0, blanks=[UNK]), out, lens)[0])
+        theirs.append(sherpa_recognizer.decode_offline(recognizer, e.audio(key), RATE)[1])
+    assert theirs == [[sherpa_piece(UNITS[i]) for i in ids] for ids in unk_blank]
+    assert any(UNK in ids for ids in plain) and plain != unk_blank
 
 
 @pytest.mark.parametrize("family, message", [

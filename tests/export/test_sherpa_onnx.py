@@ -71,15 +71,17 @@ def _one_thread(one_thread):
 
 def write_audio(d: Path, seed: int = 0) -> None:
     """``d/<key>.wav``: segments of 50-200 ms, each a tone of random pitch (100-4000 Hz)
-    and level over noise of random level."""
+    and level over noise of random level, one in six digital silence (exact zeros: the
+    fbank's energy floor)."""
     rng = np.random.default_rng(seed)
     for key, secs in zip(KEYS, SECONDS):
         n, parts = int(RATE * secs), []
         while sum(len(p) for p in parts) < n:
             m = int(RATE * rng.uniform(0.05, 0.2))
             t = np.arange(m) / RATE
-            parts.append(rng.uniform(0.01, 0.5) * np.sin(2 * np.pi * rng.uniform(100, 4000) * t)
-                         + rng.uniform(0.001, 0.1) * rng.standard_normal(m))
+            tone = rng.uniform(0.01, 0.5) * np.sin(2 * np.pi * rng.uniform(100, 4000) * t)
+            noise = rng.uniform(0.001, 0.1) * rng.standard_normal(m)
+            parts.append(np.zeros(m) if rng.uniform() < 1 / 6 else tone + noise)
         sf.write(d / f"{key}.wav", np.concatenate(parts)[:n].astype(np.float32), RATE)
 
 
@@ -239,7 +241,10 @@ def test_manifest_and_metadata(exported):
     manifest = sherpa_recognizer.read_manifest(str(e.sherpa))
     assert manifest["features"] == {"sampling_rate": 16000, "feature_dim": 20,
                                     "low_freq": 20.0, "high_freq": 0.0, "dither": 0.0,
-                                    "normalize_samples": False, "snip_edges": True}
+                                    "snip_edges": True}
+    # each loader's default sample scale (what sherpa-onnx's other bindings give it)
+    assert manifest["offline"]["normalize_samples"] is True
+    assert manifest["online"]["normalize_samples"] is e.transducer  # wenet_ctc: False
     assert (e.sherpa / "tokens.txt").read_text() == (e.ours / "units.txt").read_text()
     onnx = pytest.importorskip("onnx")
     files = ({"encoder", "decoder", "joiner", "encoder-streaming"} if e.transducer
@@ -260,7 +265,8 @@ def test_manifest_and_metadata(exported):
         assert online["model_type"] == "wenet_ctc"
         assert (online["chunk_size"], online["left_chunks"]) == (str(CHUNK), str(LEFT_CHUNKS))
         assert manifest["online"] == {"loader": "wenet_ctc", "model": "model-streaming.onnx",
-                                      "chunk_size": CHUNK, "num_left_chunks": LEFT_CHUNKS}
+                                      "chunk_size": CHUNK, "num_left_chunks": LEFT_CHUNKS,
+                                      "normalize_samples": False}
 
 
 def test_transducer_unk_is_blank_in_sherpa(tmp_path):

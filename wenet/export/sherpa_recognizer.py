@@ -36,9 +36,12 @@ def _file(model_dir: str, name: str, int8: bool) -> str:
     return path
 
 
-def _features(manifest: Dict[str, Any]):
+def _features(manifest: Dict[str, Any], spec: Dict[str, Any]):
+    """The training features, with the sample scale the loader's graph expects (the one
+    sherpa-onnx gives that loader by default)."""
     import sherpa_onnx
-    return sherpa_onnx.FeatureExtractorConfig(**manifest["features"])
+    return sherpa_onnx.FeatureExtractorConfig(normalize_samples=spec["normalize_samples"],
+                                              **manifest["features"])
 
 
 def offline_recognizer(model_dir: str, int8: bool = False, num_threads: int = 1):
@@ -58,7 +61,7 @@ def offline_recognizer(model_dir: str, int8: bool = False, num_threads: int = 1)
             encoder_filename=_file(model_dir, spec["encoder"], int8),
             decoder_filename=_file(model_dir, spec["decoder"], int8),
             joiner_filename=_file(model_dir, spec["joiner"], int8)), **common)
-    config = so.OfflineRecognizerConfig(feat_config=_features(m), model_config=model,
+    config = so.OfflineRecognizerConfig(feat_config=_features(m, spec), model_config=model,
                                         decoding_method="greedy_search")
     recognizer = sherpa_onnx.OfflineRecognizer.__new__(sherpa_onnx.OfflineRecognizer)
     recognizer.recognizer = so.OfflineRecognizer(config)
@@ -87,7 +90,7 @@ def online_recognizer(model_dir: str, int8: bool = False, num_threads: int = 1):
             encoder=_file(model_dir, spec["encoder"], int8),
             decoder=_file(model_dir, spec["decoder"], int8),
             joiner=_file(model_dir, spec["joiner"], int8)), **common)
-    config = so.OnlineRecognizerConfig(feat_config=_features(m), model_config=model,
+    config = so.OnlineRecognizerConfig(feat_config=_features(m, spec), model_config=model,
                                        enable_endpoint=False, decoding_method="greedy_search")
     recognizer = sherpa_onnx.OnlineRecognizer.__new__(sherpa_onnx.OnlineRecognizer)
     recognizer.recognizer = so.OnlineRecognizer(config)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List
 
 import numpy as np
 import pytest
@@ -43,7 +43,7 @@ from wenet.models import init_model
 sherpa_onnx = pytest.importorskip("sherpa_onnx")
 from wenet.export import sherpa_recognizer  # noqa: E402  (needs sherpa_onnx)
 from wenet.runtime.fbank import FbankOptions, fbank  # noqa: E402
-from wenet.runtime import ctc_search, transducer_search  # noqa: E402
+from wenet.runtime import transducer_search  # noqa: E402
 from wenet.runtime.recognizer import OnnxRecognizer, model_tokenizer  # noqa: E402
 from wenet.runtime.session import OnnxModel  # noqa: E402
 
@@ -139,44 +139,11 @@ class Exported:
     def audio(self, key: str) -> np.ndarray:
         return sf.read(self.root / f"{key}.wav", dtype="float32")[0]
 
-    def ours_ids(self, model: OnnxModel, wav: np.ndarray) -> List[int]:
-        """Our runtime's greedy search of the whole utterance (full context)."""
-        recognizer = OnnxRecognizer(model, model_tokenizer(model))
-        return recognizer.decode([fbank(wav, model.info.features)], self.mode)[0]
-
-    def ours_streaming_ids(self, model: OnnxModel, wav: np.ndarray) -> List[int]:
-        """Our runtime's greedy search of the utterance encoded chunk by chunk, the CTC
-        head (the joint's encoder projection) run on each chunk's output as it comes, as
-        in a stream. (``OnnxRecognizer(streaming=True)`` runs it once on the whole
-        output: the same in float32, but int8 files quantise activations with one range
-        per tensor, so a head run on the whole utterance rounds differently.)"""
-        out, lens = model.encode_streaming([fbank(wav, model.info.features)])
-        if not self.transducer:
-            logp = np.concatenate([model.ctc_logprobs(out[:, s:s + CHUNK])
-                                   for s in range(0, out.shape[1], CHUNK)], axis=1)
-            return ctc_search.ctc_greedy_search(logp, lens, model.info.blank_id)[0]
-        return transducer_search.rnnt_greedy_search(ChunkwiseJoint(model.transducer()),
-                                                    out, lens)[0]
-
-
-class ChunkwiseJoint:
-    """Our runtime's transducer graphs with the encoder projection run per chunk of
-    ``chunk`` frames (all at once: 0); ``blanks`` are further units read as a blank
-    (big blanks of one frame)."""
-
-    def __init__(self, net, chunk: int = CHUNK, blanks: Sequence[int] = ()) -> None:
-        self.net, self.chunk = net, chunk
-        self.blank_id = net.blank_id
-        self.big_blank_ids = list(net.big_blank_ids) + list(blanks)
-        self.big_blank_durations = list(net.big_blank_durations) + [1] * len(blanks)
-        self.predictor_init_state, self.predictor_step = (net.predictor_init_state,
-                                                          net.predictor_step)
-        self.joint = net.joint
-
-    def project_encoder(self, encoder_out: np.ndarray) -> np.ndarray:
-        step = self.chunk or encoder_out.shape[1]
-        return np.concatenate([self.net.project_encoder(encoder_out[:, s:s + step])
-                               for s in range(0, encoder_out.shape[1], step)], axis=1)
+    def ours_ids(self, model: OnnxModel, wav: np.ndarray, streaming: bool = False,
+                 **kwargs) -> List[int]:
+        """Our runtime's greedy search (see sherpa_recognizer.runtime_greedy_ids)."""
+        return sherpa_recognizer.runtime_greedy_ids(model, fbank(wav, model.info.features),
+                                                    streaming, **kwargs)
 
 
 @pytest.fixture(scope="module", params=sorted(MODELS))
@@ -216,8 +183,9 @@ def test_offline_recognizer_same_as_runtime(exported, int8):
 @pytest.mark.parametrize("int8", [False, True], ids=["fp32", "int8"])
 def test_online_recognizer_same_as_runtime(exported, int8):
     """Every model here is a streaming one: sherpa-onnx's online recognizer against our
-    runtime's chunk-by-chunk encoding (the export's chunk size and left chunks), each
-    utterance cut after a whole chunk (sherpa-onnx leaves a partial last chunk)."""
+    runtime's chunk-by-chunk encoding (the export's chunk size and left chunks), on each
+    utterance followed by silence up to a whole chunk (sherpa-onnx leaves a partial last
+    chunk undecoded)."""
     e = exported
     model = OnnxModel(str(e.ours), int8=int8, streaming=True)
     window = model.chunks.window
@@ -225,13 +193,11 @@ def test_online_recognizer_same_as_runtime(exported, int8):
     recognizer = sherpa_recognizer.online_recognizer(str(e.sherpa), int8=int8)
     ours, theirs = {}, {}
     for key in KEYS:
-        wav = e.audio(key)
-        frames = 1 + (len(wav) - 400) // 160
-        whole = (frames - window.window - 1) // window.stride  # chunks after the first
-        frames = whole * window.stride + window.window + 1  # sherpa-onnx runs whole + 1
-        assert len(window.starts(frames, model.info.min_input_frames)) == whole + 1
-        wav = wav[:400 + 160 * (frames - 1)]
-        ours[key] = e.ours_streaming_ids(model, wav)
+        wav = sherpa_recognizer.whole_chunks(e.audio(key), window)
+        frames = 1 + (len(wav) - 400) // 160  # sherpa-onnx runs (frames - 1) // stride
+        starts = window.starts(frames, model.info.min_input_frames)
+        assert len(starts) == (frames - window.window - 1) // window.stride + 1
+        ours[key] = e.ours_ids(model, wav, streaming=True)
         theirs[key] = sherpa_recognizer.decode_online(recognizer, wav, RATE)
     assert_same(ours, theirs, text_of)
 
@@ -281,8 +247,7 @@ def test_transducer_unk_is_blank_in_sherpa(tmp_path):
     for key in KEYS:
         out, lens = model.encode([fbank(e.audio(key), model.info.features)])
         plain.append(transducer_search.rnnt_greedy_search(model.transducer(), out, lens)[0])
-        unk_blank.append(transducer_search.rnnt_greedy_search(
-            ChunkwiseJoint(model.transducer(), chunk=0, blanks=[UNK]), out, lens)[0])
+        unk_blank.append(e.ours_ids(model, e.audio(key), unk_as_blank=UNK))
         theirs.append(sherpa_recognizer.decode_offline(recognizer, e.audio(key), RATE)[1])
     assert theirs == [[sherpa_piece(UNITS[i]) for i in ids] for ids in unk_blank]
     assert any(UNK in ids for ids in plain) and plain != unk_blank

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -117,3 +117,65 @@ def decode_online(recognizer, samples: np.ndarray, sample_rate: int) -> Tuple[st
         recognizer.decode_stream(stream)
     result = recognizer.get_result_all(stream)
     return result.text, list(result.tokens)
+
+
+def whole_chunks(samples: np.ndarray, window, frame_length: int = 400,
+                 frame_shift: int = 160, pad: bool = True) -> np.ndarray:
+    """``samples`` cut so that sherpa-onnx's online recognizer decodes every frame: it
+    runs a chunk only when more frames than its window are there, so the last whole
+    chunk's window is followed by exactly one frame (``window``: the export's
+    ``ChunkWindow``; frames of ``frame_length`` samples every ``frame_shift``). With
+    ``pad`` digital silence is appended first, so no audio is left undecoded."""
+    if pad:
+        extra = (window.window + window.stride) * frame_shift
+        samples = np.concatenate([samples, np.zeros(extra, dtype=samples.dtype)])
+    frames = 1 + (len(samples) - frame_length) // frame_shift
+    whole = (frames - window.window - 1) // window.stride
+    if whole < 0:
+        raise ValueError(f"{len(samples)} samples are shorter than one chunk")
+    frames = whole * window.stride + window.window + 1
+    return samples[:frame_length + frame_shift * (frames - 1)]
+
+
+class _ChunkwiseJoint:
+    """Our runtime's transducer graphs with the encoder projection run on each ``chunk``
+    frames (0: all at once); ``blanks`` are more units read as a blank (big blanks of one
+    frame)."""
+
+    def __init__(self, net, chunk: int, blanks: Sequence[int] = ()) -> None:
+        self.net, self.chunk = net, chunk
+        self.blank_id = net.blank_id
+        self.big_blank_ids = list(net.big_blank_ids) + list(blanks)
+        self.big_blank_durations = list(net.big_blank_durations) + [1] * len(blanks)
+        self.predictor_init_state = net.predictor_init_state
+        self.predictor_step, self.joint = net.predictor_step, net.joint
+
+    def project_encoder(self, encoder_out: np.ndarray) -> np.ndarray:
+        step = self.chunk or encoder_out.shape[1]
+        return np.concatenate([self.net.project_encoder(encoder_out[:, s:s + step])
+                               for s in range(0, encoder_out.shape[1], step)], axis=1)
+
+
+def runtime_greedy_ids(model, feats: np.ndarray, streaming: bool = False,
+                       unk_as_blank: Optional[int] = None) -> List[int]:
+    """Our runtime's greedy search (CTC or transducer) of one utterance's fbank, what the
+    sherpa-onnx recognizers are compared with. ``streaming``: encoded chunk by chunk
+    (``model`` loaded with ``streaming=True``) and the CTC head / the joint's encoder
+    projection run on each chunk's output as it comes, as in a stream.
+    (``OnnxRecognizer(streaming=True)`` runs them once on the whole output: the same in
+    float32, but the int8 files quantise activations with one range per tensor, so a head
+    run on the whole utterance rounds differently.) ``unk_as_blank``: a unit the
+    transducer search reads as a blank (sherpa-onnx does so with ``<unk>``)."""
+    from wenet.runtime import ctc_search, transducer_search
+
+    encode = model.encode_streaming if streaming else model.encode
+    out, lens = encode([feats])
+    chunk = model.chunks.window.chunk_size if streaming else 0
+    if model.info.model_type != "transducer":
+        step = chunk or out.shape[1]
+        logp = np.concatenate([model.ctc_logprobs(out[:, s:s + step])
+                               for s in range(0, out.shape[1], step)], axis=1)
+        return ctc_search.ctc_greedy_search(logp, lens, model.info.blank_id)[0]
+    blanks = [] if unk_as_blank is None else [unk_as_blank]
+    net = _ChunkwiseJoint(model.transducer(), chunk, blanks)
+    return transducer_search.rnnt_greedy_search(net, out, lens)[0]

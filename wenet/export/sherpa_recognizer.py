@@ -36,16 +36,23 @@ def _file(model_dir: str, name: str, int8: bool) -> str:
     return path
 
 
-def _features(manifest: Dict[str, Any], spec: Dict[str, Any]):
+def _features(manifest: Dict[str, Any], spec: Dict[str, Any], c_api: bool):
     """The training features, with the sample scale the loader's graph expects (the one
-    sherpa-onnx gives that loader by default)."""
+    sherpa-onnx gives that loader by default); ``c_api``: what sherpa-onnx's C API (and
+    the bindings on it) sets, the rate and the bins, the rest its defaults."""
     import sherpa_onnx
+    features = manifest["features"]
+    if c_api:
+        return sherpa_onnx.FeatureExtractorConfig(
+            sampling_rate=features["sampling_rate"], feature_dim=features["feature_dim"])
     return sherpa_onnx.FeatureExtractorConfig(normalize_samples=spec["normalize_samples"],
-                                              **manifest["features"])
+                                              **features)
 
 
-def offline_recognizer(model_dir: str, int8: bool = False, num_threads: int = 1):
-    """A ``sherpa_onnx.OfflineRecognizer`` of the export's offline files (greedy search)."""
+def offline_recognizer(model_dir: str, int8: bool = False, num_threads: int = 1,
+                       c_api_features: bool = False):
+    """A ``sherpa_onnx.OfflineRecognizer`` of the export's offline files (greedy search);
+    ``c_api_features``: with the features the C API bindings give (see ``_features``)."""
     import sherpa_onnx
     from sherpa_onnx.lib import _sherpa_onnx as so
 
@@ -61,7 +68,7 @@ def offline_recognizer(model_dir: str, int8: bool = False, num_threads: int = 1)
             encoder_filename=_file(model_dir, spec["encoder"], int8),
             decoder_filename=_file(model_dir, spec["decoder"], int8),
             joiner_filename=_file(model_dir, spec["joiner"], int8)), **common)
-    config = so.OfflineRecognizerConfig(feat_config=_features(m, spec), model_config=model,
+    config = so.OfflineRecognizerConfig(feat_config=_features(m, spec, c_api_features), model_config=model,
                                         decoding_method="greedy_search")
     recognizer = sherpa_onnx.OfflineRecognizer.__new__(sherpa_onnx.OfflineRecognizer)
     recognizer.recognizer = so.OfflineRecognizer(config)
@@ -69,9 +76,11 @@ def offline_recognizer(model_dir: str, int8: bool = False, num_threads: int = 1)
     return recognizer
 
 
-def online_recognizer(model_dir: str, int8: bool = False, num_threads: int = 1):
+def online_recognizer(model_dir: str, int8: bool = False, num_threads: int = 1,
+                      c_api_features: bool = False):
     """A ``sherpa_onnx.OnlineRecognizer`` of the export's streaming files (greedy search);
-    a ValueError when the model is not a streaming one."""
+    a ValueError when the model is not a streaming one. ``c_api_features``: as
+    ``offline_recognizer``'s."""
     import sherpa_onnx
     from sherpa_onnx.lib import _sherpa_onnx as so
 
@@ -90,7 +99,7 @@ def online_recognizer(model_dir: str, int8: bool = False, num_threads: int = 1):
             encoder=_file(model_dir, spec["encoder"], int8),
             decoder=_file(model_dir, spec["decoder"], int8),
             joiner=_file(model_dir, spec["joiner"], int8)), **common)
-    config = so.OnlineRecognizerConfig(feat_config=_features(m, spec), model_config=model,
+    config = so.OnlineRecognizerConfig(feat_config=_features(m, spec, c_api_features), model_config=model,
                                        enable_endpoint=False, decoding_method="greedy_search")
     recognizer = sherpa_onnx.OnlineRecognizer.__new__(sherpa_onnx.OnlineRecognizer)
     recognizer.recognizer = so.OnlineRecognizer(config)

@@ -31,12 +31,15 @@ loaders want icefall's stateless decoder: ``context_size`` previous tokens in, w
 sherpa-onnx writes -1 for "none yet" (read here as the blank our predictor starts from);
 LSTM predictors and multi-blank transducers have no sherpa-onnx counterpart and are refused.
 
-Features: sherpa-onnx computes fbank itself (kaldi-native-fbank). To give the model what it
-was trained on, the recognizer must be configured with the options in ``sherpa-onnx.json``
-(``features``): int16-range samples (``normalize_samples`` false), ``snip_edges`` true, mel
-banks 20 Hz to Nyquist (``high_freq`` 0), no dither. sherpa-onnx's defaults differ
-(``snip_edges`` false, ``high_freq`` -400); its C API (and so the Android, iOS, Go, C#...
-bindings) exposes only the rate and the bin count (docs/deploy.md).
+Features: sherpa-onnx computes fbank itself (kaldi-native-fbank). The sample scale each
+loader gets by default is handled in the graphs: those of loaders that see samples in
+[-1, 1] (Zipformer CTC, transducers) turn their log energies into the int16 scale's
+(``sherpa_graphs.int16_range_fbank``); the WeNet CTC loader itself feeds int16-range
+samples. The rest must be configured as in ``sherpa-onnx.json`` (``features``):
+``snip_edges`` true, mel banks 20 Hz to Nyquist (``high_freq`` 0), no dither, where
+sherpa-onnx's defaults are ``snip_edges`` false and ``high_freq`` -400; its C API (and so
+the Android, iOS, Go, C#... bindings) sets only the rate and the bin count
+(docs/deploy.md).
 """
 from __future__ import annotations
 
@@ -51,11 +54,12 @@ import torch
 from wenet.dataset.fbank import FeatureConf
 from wenet.export.onnx_common import (DEFAULT_SAMPLE_RATE, export_graph, has_ctc,
                                       is_transducer, predictor_state_layout)
+from wenet.export.onnx import remove_stale
 from wenet.export.onnx_offline import tracing_batch
-from wenet.export.sherpa_graphs import (DecoderSherpa, JoinerSherpa, OfflineCtcSherpa,
-                                        OnlineCtcSherpa, StreamingTransducerEncoderSherpa,
-                                        TransducerEncoderSherpa, conformer_transducer_caches,
-                                        wenet_ctc_caches)
+from wenet.export.onnx_transducer import JoinerONNX
+from wenet.export.sherpa_graphs import (DecoderSherpa, FullContextSherpa, OnlineCtcSherpa,
+                                        StreamingTransducerEncoderSherpa,
+                                        conformer_transducer_caches, wenet_ctc_caches)
 
 VERIFIED_VERSION = "2.0.1"
 MANIFEST_NAME = "sherpa-onnx.json"
@@ -95,6 +99,13 @@ def check_exportable(model: torch.nn.Module) -> None:
                          f"{int(model.blank_symbol())}")
 
 
+def _entry(loader: str, normalize_samples: bool, **files: str) -> Dict[str, Any]:
+    """A recognizer of ``sherpa-onnx.json``: its loader, its files (role -> file), and the
+    sample scale its graphs expect (sherpa-onnx's default for that loader)."""
+    return {"loader": loader, **{role: f"{name}.onnx" for role, name in files.items()},
+            "normalize_samples": normalize_samples}
+
+
 def _base_metadata(model: torch.nn.Module, configs: Mapping[str, Any],
                    model_type: str) -> Dict[str, str]:
     meta = {"model_type": model_type, "vocab_size": int(model.vocab_size),
@@ -124,33 +135,24 @@ def export_sherpa_onnx(model: torch.nn.Module, configs: Mapping[str, Any], outpu
                                 "tokens": TOKENS_NAME, "features": features}
     if is_transducer(model):
         paths = _export_transducer(model, configs, path_of, feat_dim)
-        manifest["offline"] = {"loader": "transducer", "encoder": "encoder.onnx",
-                               "decoder": "decoder.onnx", "joiner": "joiner.onnx",
-                               "normalize_samples": True}
+        manifest["offline"] = _entry("transducer", True, encoder="encoder", decoder="decoder",
+                                     joiner="joiner")
         if streaming:
             paths["encoder-streaming"] = path_of("encoder-streaming")
             _export_streaming_transducer(model, configs, paths["encoder-streaming"], feat_dim,
                                          chunk_size, left_chunks)
-            manifest["online"] = {"loader": "transducer", "encoder": "encoder-streaming.onnx",
-                                  "decoder": "decoder.onnx", "joiner": "joiner.onnx",
-                                  "normalize_samples": True}
+            manifest["online"] = _entry("transducer", True, encoder="encoder-streaming",
+                                        decoder="decoder", joiner="joiner")
     else:
         paths = {"model": path_of("model")}
-        x, x_lens = tracing_batch(model.encoder, feat_dim)
-        export_graph(OfflineCtcSherpa(model), (x, x_lens), paths["model"], ["x", "x_lens"],
-                     ["log_probs", "log_probs_len"],
-                     {"x": {0: "N", 1: "T"}, "x_lens": {0: "N"},
-                      "log_probs": {0: "N", 1: "T_OUT"}, "log_probs_len": {0: "N"}},
-                     _base_metadata(model, configs, "zipformer2_ctc"))
-        manifest["offline"] = {"loader": "zipformer_ctc", "model": "model.onnx",
-                               "normalize_samples": True}
+        _export_full_context(model, configs, paths["model"], feat_dim, ctc=True)
+        manifest["offline"] = _entry("zipformer_ctc", True, model="model")
         if streaming:
             paths["model-streaming"] = path_of("model-streaming")
             _export_streaming_ctc(model, configs, paths["model-streaming"], feat_dim,
                                   chunk_size, left_chunks)
-            manifest["online"] = {"loader": "wenet_ctc", "model": "model-streaming.onnx",
-                                  "chunk_size": chunk_size, "num_left_chunks": left_chunks,
-                                  "normalize_samples": False}
+            manifest["online"] = _entry("wenet_ctc", False, model="model-streaming")
+            manifest["online"].update(chunk_size=chunk_size, num_left_chunks=left_chunks)
     if not streaming:
         logging.info("no streaming sherpa-onnx files: the %s encoder was not trained for "
                      "chunks", configs.get("encoder", "conformer"))
@@ -159,7 +161,7 @@ def export_sherpa_onnx(model: torch.nn.Module, configs: Mapping[str, Any], outpu
         for name in list(paths):
             paths[f"{name}.int8"] = path_of(f"{name}.int8")
             quantize_file(paths[name], paths[f"{name}.int8"])
-    _remove_stale(output_dir, paths)
+    remove_stale(output_dir, paths, GRAPH_NAMES)
     shutil.copyfile(units, os.path.join(output_dir, TOKENS_NAME))
     with open(os.path.join(output_dir, MANIFEST_NAME), "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=2)
@@ -167,16 +169,23 @@ def export_sherpa_onnx(model: torch.nn.Module, configs: Mapping[str, Any], outpu
     return paths
 
 
+def _export_full_context(model: torch.nn.Module, configs: Mapping[str, Any], path: str,
+                         feat_dim: int, ctc: bool) -> None:
+    """The offline CTC model (``ctc``: x, x_lens -> log_probs, log_probs_len) or the
+    offline transducer encoder (-> encoder_out, encoder_out_lens)."""
+    out, lens = ("log_probs", "log_probs_len") if ctc else ("encoder_out", "encoder_out_lens")
+    export_graph(FullContextSherpa(model, ctc), tracing_batch(model.encoder, feat_dim), path,
+                 ["x", "x_lens"], [out, lens],
+                 {"x": {0: "N", 1: "T"}, "x_lens": {0: "N"}, out: {0: "N", 1: "T_OUT"},
+                  lens: {0: "N"}},
+                 _base_metadata(model, configs, "zipformer2_ctc" if ctc else "conformer"))
+
+
 def _export_transducer(model: torch.nn.Module, configs: Mapping[str, Any], path_of,
                        feat_dim: int) -> Dict[str, str]:
     """encoder.onnx, decoder.onnx and joiner.onnx of a stateless transducer."""
     paths = {n: path_of(n) for n in ("encoder", "decoder", "joiner")}
-    x, x_lens = tracing_batch(model.encoder, feat_dim)
-    export_graph(TransducerEncoderSherpa(model), (x, x_lens), paths["encoder"],
-                 ["x", "x_lens"], ["encoder_out", "encoder_out_lens"],
-                 {"x": {0: "N", 1: "T"}, "x_lens": {0: "N"},
-                  "encoder_out": {0: "N", 1: "T_OUT"}, "encoder_out_lens": {0: "N"}},
-                 _base_metadata(model, configs, "conformer"))
+    _export_full_context(model, configs, paths["encoder"], feat_dim, ctc=False)
     context = int(predictor_state_layout(model)[0].shape[1]) + 1
     meta = _base_metadata(model, configs, "conformer")
     meta["context_size"] = str(context)
@@ -184,7 +193,7 @@ def _export_transducer(model: torch.nn.Module, configs: Mapping[str, Any], path_
     export_graph(DecoderSherpa(model), (y,), paths["decoder"], ["y"], ["decoder_out"],
                  {"y": {0: "N"}, "decoder_out": {0: "N"}}, meta)
     join_dim = int(model.joint.enc_proj.out_features)
-    export_graph(JoinerSherpa(model), (torch.randn(3, join_dim), torch.randn(3, join_dim)),
+    export_graph(JoinerONNX(model), (torch.randn(3, join_dim), torch.randn(3, join_dim)),
                  paths["joiner"], ["encoder_out", "decoder_out"], ["logit"],
                  {"encoder_out": {0: "N"}, "decoder_out": {0: "N"}, "logit": {0: "N"}},
                  _base_metadata(model, configs, "conformer"))
@@ -240,14 +249,3 @@ def _export_streaming_transducer(model: torch.nn.Module, configs: Mapping[str, A
     export_graph(StreamingTransducerEncoderSherpa(model, chunk_size, required, att, cnn),
                  args, path, ["x", "cached_att", "cached_conv", "processed_frames"],
                  ["encoder_out", "next_cached_att", "next_cached_conv"], {}, meta)
-
-
-def _remove_stale(output_dir: str, written: Mapping[str, str]) -> None:
-    """Remove this format's files an earlier export left that this one did not write."""
-    for name in GRAPH_NAMES:
-        for variant in (name, f"{name}.int8"):
-            path = os.path.join(output_dir, f"{variant}.onnx")
-            if variant not in written and os.path.isfile(path):
-                os.remove(path)
-                logging.warning("removed %s, left by an earlier export (not part of this "
-                                "model's export)", path)

@@ -69,18 +69,20 @@ def _uses(out: torch.Tensor, *inputs: torch.Tensor) -> torch.Tensor:
     return out
 
 
-class OfflineCtcSherpa(torch.nn.Module):
-    """x (N, T, F) fbank of samples in [-1, 1], x_lens (N,) -> log_probs (N, T', V),
-    log_probs_len (N,)."""
+class FullContextSherpa(torch.nn.Module):
+    """x (N, T, F) fbank of samples in [-1, 1], x_lens (N,) -> the full-context encoder's
+    output through the CTC head (``ctc``: log_probs (N, T', V)) or the joint's encoder
+    projection (encoder_out (N, T', J)), and its lengths (N,)."""
 
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self, model: torch.nn.Module, ctc: bool):
         super().__init__()
         self.model = model
+        self.head = model.ctc_activation if ctc else model.project_encoder
 
     def forward(self, x: torch.Tensor, x_lens: torch.Tensor
                 ) -> Tuple[torch.Tensor, torch.Tensor]:
         out, mask = self.model.encoder(int16_range_fbank(x), x_lens, -1, -1)
-        return self.model.ctc_activation(out), mask.squeeze(1).sum(1).to(torch.int64)
+        return self.head(out), mask.squeeze(1).sum(1).to(torch.int64)
 
 
 class OnlineCtcSherpa(torch.nn.Module):
@@ -103,25 +105,10 @@ class OnlineCtcSherpa(torch.nn.Module):
         return log_probs, self.att.pack(att), conv_cache if self.cnn.empty else self.cnn.pack(cnn)
 
 
-class TransducerEncoderSherpa(torch.nn.Module):
-    """x (N, T, F) fbank of samples in [-1, 1], x_lens (N,) -> encoder_out (N, T', J)
-    projected, encoder_out_lens."""
-
-    def __init__(self, model: torch.nn.Module):
-        super().__init__()
-        self.model = model
-
-    def forward(self, x: torch.Tensor, x_lens: torch.Tensor
-                ) -> Tuple[torch.Tensor, torch.Tensor]:
-        out, mask = self.model.encoder(int16_range_fbank(x), x_lens, -1, -1)
-        return self.model.project_encoder(out), mask.squeeze(1).sum(1).to(torch.int64)
-
-
 class StreamingTransducerEncoderSherpa(torch.nn.Module):
     """sherpa-onnx's online conformer transducer encoder step: x (1, T, F) fbank of samples
-    in [-1, 1], the two caches
-    (batch on dim 2), processed_frames (1,) input frames before this chunk ->
-    (encoder_out (1, chunk_size, J) projected, the next caches)."""
+    in [-1, 1], the two caches (batch on dim 2), processed_frames (1,) input frames before
+    this chunk -> (encoder_out (1, chunk_size, J) projected, the next caches)."""
 
     def __init__(self, model: torch.nn.Module, chunk_size: int, required: int,
                  att: CachePacking, cnn: CachePacking):
@@ -157,17 +144,6 @@ class DecoderSherpa(torch.nn.Module):
         y = torch.where(y < 0, torch.full_like(y, self.blank), y)
         out, _ = self.model.forward_predictor_step(y[:, -1], [y[:, :-1]])
         return out
-
-
-class JoinerSherpa(torch.nn.Module):
-    """encoder_out (N, J), decoder_out (N, J) -> logit (N, V)."""
-
-    def __init__(self, model: torch.nn.Module):
-        super().__init__()
-        self.model = model
-
-    def forward(self, encoder_out: torch.Tensor, decoder_out: torch.Tensor) -> torch.Tensor:
-        return self.model.forward_joint_step(encoder_out, decoder_out)
 
 
 def _ceil(a: int, b: int) -> int:

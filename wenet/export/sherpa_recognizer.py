@@ -27,13 +27,18 @@ def read_manifest(model_dir: str) -> Dict[str, Any]:
         return json.load(f)
 
 
-def _file(model_dir: str, name: str, int8: bool) -> str:
-    if int8:
-        name = name[:-len(".onnx")] + ".int8.onnx"
-    path = os.path.join(model_dir, name)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path} is missing")
-    return path
+def _files(model_dir: str, spec: Dict[str, Any], int8: bool) -> Dict[str, str]:
+    """role (model, encoder, decoder, joiner) -> path of a recognizer's ONNX files."""
+    out = {}
+    for role, name in spec.items():
+        if not (isinstance(name, str) and name.endswith(".onnx")):
+            continue
+        if int8:
+            name = name[:-len(".onnx")] + ".int8.onnx"
+        out[role] = os.path.join(model_dir, name)
+        if not os.path.isfile(out[role]):
+            raise FileNotFoundError(f"{out[role]} is missing")
+    return out
 
 
 def _features(manifest: Dict[str, Any], spec: Dict[str, Any], c_api: bool):
@@ -49,6 +54,14 @@ def _features(manifest: Dict[str, Any], spec: Dict[str, Any], c_api: bool):
                                               **features)
 
 
+def _wrapped(cls, impl, config):
+    """sherpa-onnx's Python recognizer ``cls`` around ``impl(config)``, as its factories
+    make it."""
+    recognizer = cls.__new__(cls)
+    recognizer.recognizer, recognizer.config = impl(config), config
+    return recognizer
+
+
 def offline_recognizer(model_dir: str, int8: bool = False, num_threads: int = 1,
                        c_api_features: bool = False):
     """A ``sherpa_onnx.OfflineRecognizer`` of the export's offline files (greedy search);
@@ -60,20 +73,16 @@ def offline_recognizer(model_dir: str, int8: bool = False, num_threads: int = 1,
     spec = m["offline"]
     common = dict(tokens=os.path.join(model_dir, m["tokens"]), num_threads=num_threads,
                   provider="cpu")
+    files = _files(model_dir, spec, int8)
     if spec["loader"] == "zipformer_ctc":
         model = so.OfflineModelConfig(zipformer_ctc=so.OfflineZipformerCtcModelConfig(
-            model=_file(model_dir, spec["model"], int8)), **common)
+            model=files["model"]), **common)
     else:
         model = so.OfflineModelConfig(transducer=so.OfflineTransducerModelConfig(
-            encoder_filename=_file(model_dir, spec["encoder"], int8),
-            decoder_filename=_file(model_dir, spec["decoder"], int8),
-            joiner_filename=_file(model_dir, spec["joiner"], int8)), **common)
-    config = so.OfflineRecognizerConfig(feat_config=_features(m, spec, c_api_features), model_config=model,
-                                        decoding_method="greedy_search")
-    recognizer = sherpa_onnx.OfflineRecognizer.__new__(sherpa_onnx.OfflineRecognizer)
-    recognizer.recognizer = so.OfflineRecognizer(config)
-    recognizer.config = config
-    return recognizer
+            files["encoder"], files["decoder"], files["joiner"]), **common)
+    config = so.OfflineRecognizerConfig(feat_config=_features(m, spec, c_api_features),
+                                        model_config=model, decoding_method="greedy_search")
+    return _wrapped(sherpa_onnx.OfflineRecognizer, so.OfflineRecognizer, config)
 
 
 def online_recognizer(model_dir: str, int8: bool = False, num_threads: int = 1,
@@ -90,21 +99,18 @@ def online_recognizer(model_dir: str, int8: bool = False, num_threads: int = 1,
                          "for chunks)")
     spec = m["online"]
     common = dict(tokens=os.path.join(model_dir, m["tokens"]), num_threads=num_threads)
+    files = _files(model_dir, spec, int8)
     if spec["loader"] == "wenet_ctc":
         model = so.OnlineModelConfig(wenet_ctc=so.OnlineWenetCtcModelConfig(
-            model=_file(model_dir, spec["model"], int8), chunk_size=spec["chunk_size"],
+            model=files["model"], chunk_size=spec["chunk_size"],
             num_left_chunks=spec["num_left_chunks"]), **common)
     else:
-        model = so.OnlineModelConfig(transducer=so.OnlineTransducerModelConfig(
-            encoder=_file(model_dir, spec["encoder"], int8),
-            decoder=_file(model_dir, spec["decoder"], int8),
-            joiner=_file(model_dir, spec["joiner"], int8)), **common)
-    config = so.OnlineRecognizerConfig(feat_config=_features(m, spec, c_api_features), model_config=model,
-                                       enable_endpoint=False, decoding_method="greedy_search")
-    recognizer = sherpa_onnx.OnlineRecognizer.__new__(sherpa_onnx.OnlineRecognizer)
-    recognizer.recognizer = so.OnlineRecognizer(config)
-    recognizer.config = config
-    return recognizer
+        model = so.OnlineModelConfig(transducer=so.OnlineTransducerModelConfig(**files),
+                                     **common)
+    config = so.OnlineRecognizerConfig(feat_config=_features(m, spec, c_api_features),
+                                       model_config=model, enable_endpoint=False,
+                                       decoding_method="greedy_search")
+    return _wrapped(sherpa_onnx.OnlineRecognizer, so.OnlineRecognizer, config)
 
 
 def decode_offline(recognizer, samples: np.ndarray, sample_rate: int) -> Tuple[str, List[str]]:

@@ -99,9 +99,9 @@ def write_cmvn(d: Path) -> Path:
 class Exported:
     """A model's exp dir, its default export (``ours``) and its sherpa-onnx export."""
 
-    def __init__(self, root: Path, name: str, bias: Dict[int, float] = None):
+    def __init__(self, root: Path, config: Dict, bias: Dict[int, float] = None):
         write_audio(root)
-        config = dict(MODELS[name], cmvn_file=str(write_cmvn(root)))
+        config = dict(config, cmvn_file=str(write_cmvn(root)))
         self.transducer = "predictor" in config
         self.root, self.ours, self.sherpa = root, root / "ours", root / "sherpa"
         exp = root / "exp"
@@ -149,7 +149,7 @@ class Exported:
 @pytest.fixture(scope="module", params=sorted(MODELS))
 def exported(request, tmp_path_factory) -> Exported:
     torch.set_num_threads(1)
-    return Exported(tmp_path_factory.mktemp(request.param), request.param)
+    return Exported(tmp_path_factory.mktemp(request.param), MODELS[request.param])
 
 
 def sherpa_piece(unit: str) -> str:
@@ -235,12 +235,28 @@ def test_manifest_and_metadata(exported):
                                       "normalize_samples": False}
 
 
+def test_full_context_model(tmp_path):
+    """A model not trained on chunks (U2++ without dynamic chunks) gets the offline model
+    only, which decodes as our runtime does; asking for a streaming recognizer is an
+    error naming the dir."""
+    e = Exported(tmp_path, FAMILIES["conformer_u2pp"])
+    assert {p.name for p in e.sherpa.glob("*.onnx")} == {"model.onnx", "model.int8.onnx"}
+    assert "online" not in sherpa_recognizer.read_manifest(str(e.sherpa))
+    with pytest.raises(ValueError, match="no streaming files"):
+        sherpa_recognizer.online_recognizer(str(e.sherpa))
+    model = OnnxModel(str(e.ours))
+    recognizer = sherpa_recognizer.offline_recognizer(str(e.sherpa))
+    assert_same({k: e.ours_ids(model, e.audio(k)) for k in KEYS},
+                {k: sherpa_recognizer.decode_offline(recognizer, e.audio(k), RATE)
+                 for k in KEYS}, OnnxRecognizer(model, model_tokenizer(model)).text)
+
+
 def test_transducer_unk_is_blank_in_sherpa(tmp_path):
     """The one difference of sherpa-onnx's transducer greedy search from ours: ``<unk>``
     counts as a blank there (not emitted, the decoder not advanced). With ``<unk>`` made
     likely, sherpa-onnx's tokens are exactly our runtime's greedy search that reads
     ``<unk>`` as a one-frame blank, and differ from our plain greedy search."""
-    e = Exported(tmp_path, "conformer_transducer", bias={UNK: 2.0, EOS: -30.0})
+    e = Exported(tmp_path, MODELS["conformer_transducer"], bias={UNK: 2.0, EOS: -30.0})
     model = OnnxModel(str(e.ours))
     recognizer = sherpa_recognizer.offline_recognizer(str(e.sherpa))
     plain, unk_blank, theirs = [], [], []

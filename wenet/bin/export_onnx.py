@@ -39,9 +39,10 @@ def get_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--int8", action="store_true",
                         help="also write a dynamically int8-quantised *.int8.onnx of each file")
     parser.add_argument("--chunk_size", type=int, default=16,
-                        help="encoder_chunk.onnx: output frames per chunk")
+                        help="streaming files (encoder_chunk.onnx; sherpa-onnx: "
+                        "model-streaming.onnx, encoder-streaming.onnx): output frames per chunk")
     parser.add_argument("--num_decoding_left_chunks", type=int, default=4,
-                        help="encoder_chunk.onnx: left chunks kept in the fixed-size cache")
+                        help="streaming files: left chunks kept in the fixed-size cache")
     parser.add_argument("--units", help="units.txt to copy (default: the model dir's)")
     parser.add_argument("--bpe_model", help="sentencepiece model to copy (default: the "
                         "model dir's, if any)")

@@ -121,6 +121,18 @@ def decode_offline(recognizer, samples: np.ndarray, sample_rate: int) -> Tuple[s
     return stream.result.text, list(stream.result.tokens)
 
 
+def decode_offline_batch(recognizer, utterances: List[Tuple[np.ndarray, int]]
+                         ) -> List[Tuple[str, List[str]]]:
+    """(text, tokens) of several utterances decoded as one padded batch
+    (``decode_streams``)."""
+    streams = []
+    for samples, rate in utterances:
+        streams.append(recognizer.create_stream())
+        streams[-1].accept_waveform(rate, np.asarray(samples, dtype=np.float32))
+    recognizer.decode_streams(streams)
+    return [(s.result.text, list(s.result.tokens)) for s in streams]
+
+
 def decode_online(recognizer, samples: np.ndarray, sample_rate: int) -> Tuple[str, List[str]]:
     """(text, tokens) of one utterance fed as a stream, then ended. sherpa-onnx decodes
     whole chunks only: the frames after the last whole chunk are not decoded (its

@@ -209,6 +209,31 @@ def test_online_recognizer_same_as_runtime(exported, int8):
         ours[key] = e.ours_ids(model, wav, streaming=True)
         theirs[key] = sherpa_recognizer.decode_online(recognizer, wav, RATE)
     assert_same(ours, theirs, text_of)
+    if not int8:
+        check_several_streams(recognizer, [sherpa_recognizer.whole_chunks(e.audio(k), window)
+                                           for k in KEYS], [theirs[k] for k in KEYS],
+                              e.transducer)
+
+
+def check_several_streams(recognizer, utterances: List[np.ndarray], expected: List[tuple],
+                          transducer: bool) -> None:
+    """``decode_streams`` on several streams at once: the WeNet-CTC loader decodes them
+    one by one (its model says it takes no batches), the same results; the transducer
+    loader stacks them into one batch, which the streaming graph (one utterance, fixed
+    shapes) refuses with an error, never a wrong result."""
+    streams = []
+    for wav in utterances:
+        streams.append(recognizer.create_stream())
+        streams[-1].accept_waveform(RATE, wav)
+        streams[-1].input_finished()
+    if transducer:
+        with pytest.raises(RuntimeError, match="invalid dimensions for input: x"):
+            recognizer.decode_streams(streams)
+        return
+    while any(recognizer.is_ready(s) for s in streams):
+        recognizer.decode_streams([s for s in streams if recognizer.is_ready(s)])
+    results = [recognizer.get_result_all(s) for s in streams]
+    assert [(r.text, list(r.tokens)) for r in results] == expected
 
 
 def test_manifest_and_metadata(exported):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 import torch
 
@@ -78,15 +78,16 @@ def export_onnx_models(model: torch.nn.Module, configs: Mapping[str, Any], outpu
         for name in list(paths):
             paths[f"{name}.int8"] = path_of(f"{name}.int8")
             quantize_file(paths[name], paths[f"{name}.int8"])
-    _remove_stale(output_dir, paths)
+    remove_stale(output_dir, paths)
     return paths
 
 
-def _remove_stale(output_dir: str, written: Mapping[str, str]) -> None:
-    """Remove the format's files that this export did not write (an earlier export's
-    encoder_chunk.onnx or *.int8.onnx into the same dir): a runtime would take them for
-    parts of this model."""
-    for name in GRAPH_NAMES:
+def remove_stale(output_dir: str, written: Mapping[str, str],
+                 graph_names: Sequence[str] = GRAPH_NAMES) -> None:
+    """Remove the format's files (``graph_names`` and their int8 twins) that this export
+    did not write (an earlier export's encoder_chunk.onnx or *.int8.onnx into the same
+    dir): a runtime would take them for parts of this model."""
+    for name in graph_names:
         for variant in (name, f"{name}.int8"):
             path = os.path.join(output_dir, f"{variant}.onnx")
             if variant not in written and os.path.isfile(path):

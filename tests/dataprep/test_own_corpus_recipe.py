@@ -4,7 +4,8 @@ in a copy of the recipe, with a tiny model trained for one epoch:
 - a TSV manifest with a bad row and no dev set, BPE units, stages 0-5: the bad row is
   skipped and reported, dev is whole held-out speakers, the test set is scored in words;
 - a Kaldi-dir corpus (one file an utterance) of Mandarin text, character units, stages 0-6: no BPE model
-  anywhere, stage 5 scores characters, and the exported dir transcribes like stage 5.
+  anywhere, stage 5 scores characters, and the exported dir transcribes like stage 5;
+  then fine-tuning from that exported dir (its units, its weights, replaying a list).
 """
 from __future__ import annotations
 
@@ -104,3 +105,37 @@ def test_mandarin_kaldi_corpus_with_character_units_runs_stages_0_to_6(tmp_path)
                        timeout=120, cwd=tmp_path)
     assert t.returncode == 0, t.stderr
     assert read_hyps(out) == read_hyps(exp / "test" / "ctc_greedy_search" / "text")
+    # fine-tuning from the exported model: its character units kept, every tensor but the
+    # CMVN copied from final.zip, the old corpus's list replayed
+    replay = tmp_path / "replay.list"
+    replay.write_text((recipe / "raw_wav" / "train" / "data.list").read_text())
+    r = run_sh(recipe, ["--corpus", "custom", "--data_root", str(corpus), "--stage", "2",
+                        "--stop_stage", "4", "--train_config", str(tmp_path / "tiny.yaml"),
+                        "--data_type", "raw", "--units_from", str(exp), "--init_checkpoint",
+                        str(exp / "final.zip"), "--replay_data", str(replay),
+                        "--dir", "exp/finetuned"])
+    assert f"units: {exp} has no bpe.model: its units are characters" in r.stderr
+    assert "units: 0 of " in r.stdout
+    assert (data / "lang_char" / "train_inherited_units.txt").read_text() == "\n".join(units)
+    log = (recipe / "exp" / "finetuned" / "train.0.log").read_text()
+    assert "is a TorchScript export: taking its weights" in log
+    num = len(__import__("torch").load(exp / "avg_1.pt"))
+    assert (f"initialised {num - 2} of {num} tensors from {exp}/final.zip; not copied: "
+            "encoder.global_cmvn.mean (excluded), encoder.global_cmvn.istd (excluded)") in log
+
+
+def test_init_weights_from_an_exported_model_equal_those_from_its_checkpoint(tmp_path):
+    """--init_checkpoint final.zip (export_jit's TorchScript) copies the same tensors, with
+    the same values, as the checkpoint it was exported from."""
+    import torch
+    from tests.tiny_experiment import tiny_config as tiny_model_config, write_experiment
+    from wenet.models import init_model
+    from wenet.train.checkpoint import load_init_weights
+    config = tiny_model_config()
+    write_experiment(tmp_path, config, jit=True)
+    from_jit, from_ckpt = init_model(config), init_model(config)
+    copied_jit, _ = load_init_weights(from_jit, str(tmp_path / "final.zip"))
+    copied_ckpt, _ = load_init_weights(from_ckpt, str(tmp_path / "model.pt"))
+    assert copied_jit == copied_ckpt and len(copied_ckpt) == len(from_ckpt.state_dict())
+    for name, tensor in from_ckpt.state_dict().items():
+        assert torch.equal(tensor, from_jit.state_dict()[name]), name

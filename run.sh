@@ -457,7 +457,9 @@ if run_stage 5; then
       --batch_size "${batch_size}" --penalty 0.0 --dict "${dict}" \
       "${bpe_opts[@]}" "${decode_opts[@]}" --result_dir "${dir}/${x}"
     # characters are scored when most reference transcripts have no space (Mandarin...)
-    char=$(awk '{ n++; if (NF <= 2) c++ } END { print (n > 0 && 2 * c > n) ? 1 : 0 }' "data/${x}/text")
+    char=0
+    [ ! -f "data/${x}/text" ] \
+      || char=$(awk '{ n++; if (NF <= 2) c++ } END { print (n > 0 && 2 * c > n) ? 1 : 0 }' "data/${x}/text")
     [ "${char}" = 0 ] || echo "stage 5: data/${x}/text has no spaces: scoring characters (CER)"
     for mode in ${decode_modes}; do
       python tools/compute-wer.py --char="${char}" --v=1 "data/${x}/text" \

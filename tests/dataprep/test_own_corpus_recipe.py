@@ -21,6 +21,7 @@ import yaml
 
 from tests.common import REPO, recipe_copy
 from tests.dataprep import own_corpus as oc
+from tests.dataprep.own_data_doc import DOC_EXP, doc_command
 from tests.tiny_experiment import read_hyps
 from tests.train.testlib import TINY_CONFIG
 from wenet.utils.file_utils import read_kaldi_map
@@ -56,10 +57,11 @@ def test_tsv_corpus_with_a_bad_row_and_no_dev_set_runs_stages_0_to_5(tmp_path):
     with open(corpus / "train.tsv", "a") as f:
         f.write(f"{recs['s1rec']}\t1.5\t2.5\tpast the end\ts1\n")  # line 8
     recipe = recipe_copy(tmp_path / "recipe")
-    r = run_sh(recipe, ["--corpus", "custom", "--data_root", str(corpus), "--stop_stage", "5",
-                        "--train_config", str(tiny_config(tmp_path / "tiny.yaml")),
-                        "--nbpe", "20", "--dev_share", "0.2", "--data_type", "raw",
-                        "--decode_modes", "ctc_greedy_search"])
+    # docs/own_data.md's whole run, with a tiny model and 20 BPE units
+    r = run_sh(recipe, doc_command("/data/call_centre_no_dev",
+                                   {"/data/call_centre_no_dev": str(corpus)})
+               + ["--stop_stage", "5", "--train_config", str(tiny_config(tmp_path / "tiny.yaml")),
+                  "--nbpe", "20", "--data_type", "raw", "--decode_modes", "ctc_greedy_search"])
     data = recipe / "data"
     assert f"skip\tsegment past the end of its recording\t{corpus}/train.tsv:8" in \
         (data / "train" / "stage0_report.txt").read_text()
@@ -81,10 +83,10 @@ def test_mandarin_kaldi_corpus_with_character_units_runs_stages_0_to_6(tmp_path)
         (corpus / s / "text").write_text("".join(
             f"{x.split()[0]} {MANDARIN[oc.TEXTS.index(x.split(' ', 1)[1])]}\n" for x in lines))
     recipe = recipe_copy(tmp_path / "recipe")
-    r = run_sh(recipe, ["--corpus", "custom", "--data_root", str(corpus), "--stop_stage", "6",
-                        "--train_config", str(tiny_config(tmp_path / "tiny.yaml")),
-                        "--token_type", "char", "--data_type", "raw",
-                        "--decode_modes", "ctc_greedy_search"])
+    # docs/own_data.md's character run, with a tiny model
+    r = run_sh(recipe, doc_command("/data/mandarin", {"/data/mandarin": str(corpus)})
+               + ["--stop_stage", "6", "--train_config", str(tiny_config(tmp_path / "tiny.yaml")),
+                  "--data_type", "raw", "--decode_modes", "ctc_greedy_search"])
     assert "data/test/text has no spaces: scoring characters (CER)" in r.stdout
     data = recipe / "data"
     assert (data / "test" / "text").read_text() == \
@@ -109,18 +111,19 @@ def test_mandarin_kaldi_corpus_with_character_units_runs_stages_0_to_6(tmp_path)
     # CMVN copied from final.zip, the old corpus's list replayed
     replay = tmp_path / "replay.list"
     replay.write_text((recipe / "raw_wav" / "train" / "data.list").read_text())
-    r = run_sh(recipe, ["--corpus", "custom", "--data_root", str(corpus), "--stage", "2",
-                        "--stop_stage", "4", "--train_config", str(tmp_path / "tiny.yaml"),
-                        "--data_type", "raw", "--units_from", str(exp), "--init_checkpoint",
-                        str(exp / "final.zip"), "--replay_data", str(replay),
-                        "--dir", "exp/finetuned"])
-    assert f"units: {exp} has no bpe.model: its units are characters" in r.stderr
+    r = run_sh(recipe, doc_command("/data/mandarin (fine-tuning)",
+                                   {"/data/mandarin": str(corpus),
+                                    "/data/old_corpus/data.list": str(replay),
+                                    DOC_EXP: "exp/custom_tiny"})
+               + ["--stop_stage", "4", "--train_config", str(tmp_path / "tiny.yaml"),
+                  "--data_type", "raw"])
+    assert "units: exp/custom_tiny has no bpe.model: its units are characters" in r.stderr
     assert "units: 0 of " in r.stdout
     assert (data / "lang_char" / "train_inherited_units.txt").read_text() == "\n".join(units)
     log = (recipe / "exp" / "finetuned" / "train.0.log").read_text()
     assert "is a TorchScript export: taking its weights" in log
     num = len(__import__("torch").load(exp / "avg_1.pt"))
-    assert (f"initialised {num - 2} of {num} tensors from {exp}/final.zip; not copied: "
+    assert (f"initialised {num - 2} of {num} tensors from exp/custom_tiny/final.zip; not copied: "
             "encoder.global_cmvn.mean (excluded), encoder.global_cmvn.istd (excluded)") in log
 
 

@@ -107,6 +107,20 @@ def test_mandarin_kaldi_corpus_with_character_units_runs_stages_0_to_6(tmp_path)
                        timeout=120, cwd=tmp_path)
     assert t.returncode == 0, t.stderr
     assert read_hyps(out) == read_hyps(exp / "test" / "ctc_greedy_search" / "text")
+    # ... and aligns (the training set: every character has a unit): the aligned tokens of
+    # each utterance are its transcript's characters
+    aligned = tmp_path / "ali.txt"
+    a = subprocess.run([sys.executable, f"{REPO}/wenet/bin/alignment.py", "--config",
+                        str(exp / "train.yaml"), "--checkpoint", str(exp / "avg_1.pt"),
+                        "--input_file", str(recipe / "raw_wav" / "train" / "data.list"),
+                        "--dict", str(exp / "units.txt"), "--result_file", str(aligned)],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert a.returncode == 0, a.stderr
+    tokens = {}
+    for line in Path(f"{aligned}.tokens").read_text().splitlines():
+        key, unit = line.split()[:2]
+        tokens.setdefault(key, []).append(unit)
+    assert tokens == {k: list(t) for k, t in read_kaldi_map(str(data / "train" / "text")).items()}
     # fine-tuning from the exported model: its character units kept, every tensor but the
     # CMVN copied from final.zip, the old corpus's list replayed
     replay = tmp_path / "replay.list"

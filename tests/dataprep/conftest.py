@@ -19,6 +19,7 @@ def corpora(tmp_path_factory) -> Path:
     mp3s = oc.whole_files(d / "mp3", recs, "mp3")
     flacs = oc.whole_files(d / "flac", recs, "flac")
     oc.kaldi(d / "kaldi", recs)
+    oc.kaldi(d / "kaldi_pipes", recs, pipes=True)
     oc.kaldi_whole(d / "kaldi_whole", wavs)
     oc.kaldi_whole(d / "kaldi_mp3", mp3s)
     oc.table(d / "tsv", recs, ".tsv")

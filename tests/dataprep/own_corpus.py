@@ -63,11 +63,12 @@ def _write(path: Path, lines: List[str]) -> None:
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
-def kaldi(d: Path, recs: Dict[str, Path]) -> Path:
-    """Kaldi data dirs with segments (absolute paths)."""
+def kaldi(d: Path, recs: Dict[str, Path], pipes: bool = False) -> Path:
+    """Kaldi data dirs with segments (absolute paths, or ``cat PATH |`` with ``pipes``)."""
     for name in SETS:
         utts = utterances(name)
-        _write(d / name / "wav.scp", sorted({f"{r} {recs[r]}" for _, _, r, _, _, _ in utts}))
+        audio = {r: f"cat {recs[r]} |" if pipes else str(recs[r]) for r in recs}
+        _write(d / name / "wav.scp", sorted({f"{r} {audio[r]}" for _, _, r, _, _, _ in utts}))
         _write(d / name / "segments", [f"{k} {r} {s} {e}" for k, _, r, s, e, _ in utts])
         _write(d / name / "text", [f"{k} {t}" for k, _, _, _, _, t in utts])
         _write(d / name / "utt2spk", [f"{k} {spk}" for k, spk, _, _, _, _ in utts])

@@ -6,7 +6,7 @@ Writes, in a temporary folder, ``--files`` short WAV files as symbolic links to
 corpus of one file per utterance, without writing gigabytes), a ``train.tsv`` of
 ``--lines`` rows over them (path, sentence, client_id: Common Voice's columns, speakers of
 ~100 utterances) and a small ``test.tsv``, then times
-``wenet.dataprep.corpus.prepare.prepare_corpus`` (no dev set: speakers held out) and
+``wenet.dataprep.custom.prepare.prepare_corpus`` (no dev set: speakers held out) and
 prints lines/s and the process's peak resident memory before and after.
 
     . ./path.sh && python bench/prepare_manifest.py [--lines 100000]
@@ -27,7 +27,7 @@ import time
 import numpy as np
 import soundfile as sf
 
-from wenet.dataprep.corpus.prepare import prepare_corpus
+from wenet.dataprep.custom.prepare import prepare_corpus
 
 
 def _cpu() -> str:

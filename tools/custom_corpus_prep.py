@@ -3,7 +3,7 @@
 
 Finds each set in DATA_ROOT in whatever form it is (Kaldi data dirs, TSV/CSV/JSON-lines
 manifests, Common Voice, audiofolder, NeMo, LibriSpeech-style trees, lhotse manifests:
-wenet/dataprep/corpus/detect.py), checks every utterance against its audio header and
+wenet/dataprep/custom/detect.py), checks every utterance against its audio header and
 writes OUT/<set>/{wav.scp,text,utt2spk,spk2utt[,segments],stage0_report.txt}. What was
 skipped, and why, is in each set's stage0_report.txt; nothing is skipped silently.
 """
@@ -14,7 +14,7 @@ import sys
 from typing import List, Optional
 
 from wenet.dataprep.cli import run_tool
-from wenet.dataprep.corpus.prepare import prepare_corpus
+from wenet.dataprep.custom.prepare import prepare_corpus
 from wenet.dataprep.text_norm import TEXT_NORMS
 from wenet.utils.file_utils import load_yaml
 

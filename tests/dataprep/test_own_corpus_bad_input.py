@@ -14,8 +14,8 @@ import soundfile as sf
 
 from tests.common import REPO
 from tests.dataprep import own_corpus as oc
-from wenet.dataprep.corpus.prepare import REPORT_NAME, hold_out_speakers, prepare_corpus
-from wenet.dataprep.corpus.records import CorpusError, Entry
+from wenet.dataprep.custom.prepare import REPORT_NAME, hold_out_speakers, prepare_corpus
+from wenet.dataprep.custom.records import CorpusError, Entry
 from wenet.utils.file_utils import read_kaldi_map
 
 HEADER = "path\tstart\tend\tsentence\tspeaker"

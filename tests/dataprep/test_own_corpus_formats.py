@@ -13,7 +13,7 @@ import torch
 
 from tests.common import REPO
 from tests.dataprep import own_corpus as oc
-from wenet.dataprep.corpus.prepare import prepare_corpus
+from wenet.dataprep.custom.prepare import prepare_corpus
 from wenet.dataset.audio import load_audio
 from wenet.utils.file_utils import read_kaldi_map, read_segments
 

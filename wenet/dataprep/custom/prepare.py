@@ -175,6 +175,49 @@ def _speakers_of(entries: List[Entry]) -> set:
     return {e.speaker for e in entries}
 
 
+def _read_set(name: str, form: str, reader, report: Report, text_norm: str,
+              sample_rate: int, headers: HeaderCache) -> List[Entry]:
+    """The checked entries of one set; an utterance without a speaker is its own."""
+    logging.info("set %s: %s", name, form)
+    report.notes.append(f"read from {form}")
+    entries = reader(report)
+    no_speaker = sum(e.speaker is None for e in entries)
+    for e in entries:
+        e.speaker = e.speaker or e.key
+    if no_speaker:
+        report.notes.append(f"{no_speaker} utterances name no speaker: each is its own "
+                            "speaker (utt2spk maps it to its key)")
+    return check_entries(entries, report, text_norm, sample_rate, headers)
+
+
+def _report_shared_speakers(kept: Dict[str, List[Entry]], reports: Dict[str, Report],
+                            train_set: str) -> None:
+    train_speakers = _speakers_of(kept[train_set])
+    for name in kept:
+        shared = sorted(train_speakers & _speakers_of(kept[name])) if name != train_set else []
+        if shared:
+            msg = (f"{len(shared)} speakers of {name} are also in {train_set}: "
+                   + " ".join(shared[:20]) + (" ..." if len(shared) > 20 else ""))
+            logging.warning("%s", msg)
+            reports[name].notes.append(msg)
+            reports[name].count(f"speakers shared with {train_set}", len(shared))
+
+
+def _write_set(entries: List[Entry], report: Report, out_dir: str) -> None:
+    """The data dir and its stage0_report.txt; the summary logged."""
+    shutil.rmtree(out_dir, ignore_errors=True)
+    write_data_dir(entries, out_dir)
+    report.counts["utterances kept"] = len(entries)
+    with open(os.path.join(out_dir, REPORT_NAME), "w", encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in report.lines()))
+    summary = f"{report.name}: kept {len(entries)} utterances, skipped {report.num_skipped}"
+    if report.num_skipped:
+        logging.warning("%s (%s): %s", summary, os.path.join(out_dir, REPORT_NAME),
+                        "; ".join(f"{len(w)} {r}" for r, w in sorted(report.skipped.items())))
+    else:
+        logging.info("%s", summary)
+
+
 def prepare_corpus(root: str, out: str, train_set: str = "train", dev_set: str = "dev",
                    test_sets: Sequence[str] = ("test",), text_norm: str = "upper",
                    sample_rate: int = 16000, dev_share: float = 0.1, seed: int = 777
@@ -186,8 +229,9 @@ def prepare_corpus(root: str, out: str, train_set: str = "train", dev_set: str =
     """
     if not os.path.isdir(root):
         raise CorpusError(f"--data_root {root} is not a directory")
-    names = [train_set] + [s for s in [dev_set, *test_sets] if s != train_set]
-    names = list(dict.fromkeys(names))
+    if train_set in (dev_set, *test_sets):
+        raise CorpusError(f"the training set {train_set} cannot also be the dev or a test set")
+    names = list(dict.fromkeys([train_set, dev_set, *test_sets]))
     found = {train_set: require_set(root, train_set, "--train_set")}
     dev_found = find_set(root, dev_set)
     if dev_found is not None:
@@ -197,50 +241,19 @@ def prepare_corpus(root: str, out: str, train_set: str = "train", dev_set: str =
             found[name] = require_set(root, name, "--test_sets")
     reports = {name: Report(name) for name in names}
     headers = HeaderCache()
-    kept: Dict[str, List[Entry]] = {}
-    for name, (form, reader) in found.items():
-        logging.info("set %s: %s", name, form)
-        report = reports[name]
-        report.notes.append(f"read from {form}")
-        entries = reader(report)
-        no_speaker = sum(e.speaker is None for e in entries)
-        for e in entries:
-            e.speaker = e.speaker or e.key
-        if no_speaker:
-            report.notes.append(f"{no_speaker} utterances name no speaker: each is its own "
-                                "speaker (utt2spk maps it to its key)")
-        kept[name] = check_entries(entries, report, text_norm, sample_rate, headers)
+    kept = {name: _read_set(name, form, reader, reports[name], text_norm, sample_rate, headers)
+            for name, (form, reader) in found.items()}
     if dev_found is None:
         kept[train_set], kept[dev_set], chosen = hold_out_speakers(kept[train_set], dev_share, seed)
         msg = (f"no set '{dev_set}' in {root}: held out {len(chosen)} of the training speakers "
                f"({len(kept[dev_set])} utterances, --dev_share {dev_share}, --seed {seed})")
         logging.info("%s", msg)
         reports[dev_set].notes.append(msg + ": " + " ".join(chosen))
-    train_speakers = _speakers_of(kept[train_set])
     for name in names:
         if not kept.get(name):
             raise CorpusError(f"set {name} of {root} keeps no utterance: "
                               + "; ".join(reports[name].lines(max_listed=3)))
-        if name != train_set:
-            shared = sorted(train_speakers & _speakers_of(kept[name]))
-            if shared:
-                msg = (f"{len(shared)} speakers of {name} are also in {train_set}: "
-                       + " ".join(shared[:20]) + (" ..." if len(shared) > 20 else ""))
-                logging.warning("%s", msg)
-                reports[name].notes.append(msg)
-                reports[name].count(f"speakers shared with {train_set}", len(shared))
+    _report_shared_speakers(kept, reports, train_set)
     for name in names:
-        out_dir = os.path.join(out, name)
-        shutil.rmtree(out_dir, ignore_errors=True)
-        write_data_dir(kept[name], out_dir)
-        report = reports[name]
-        report.counts["utterances kept"] = len(kept[name])
-        with open(os.path.join(out_dir, REPORT_NAME), "w", encoding="utf-8") as f:
-            f.write("".join(line + "\n" for line in report.lines()))
-        summary = f"{name}: kept {len(kept[name])} utterances, skipped {report.num_skipped}"
-        if report.num_skipped:
-            logging.warning("%s (%s): %s", summary, os.path.join(out_dir, REPORT_NAME),
-                            "; ".join(f"{len(w)} {r}" for r, w in sorted(report.skipped.items())))
-        else:
-            logging.info("%s", summary)
+        _write_set(kept[name], reports[name], os.path.join(out, name))
     return reports

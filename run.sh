@@ -35,7 +35,8 @@ nbpe=0                  # 0: the corpus default (synth 128, synth_broad 500, spe
 bpemode=unigram
 token_type=bpe          # bpe: sentencepiece units (nbpe, bpemode) | char: one unit per character,
                         # no BPE model (Mandarin, Japanese, Thai...; stage 5 then scores characters)
-units_from=             # a model dir with bpe.model + units.txt (run.sh stage 6 writes one): stage 2
+units_from=             # a model dir with units.txt (+ bpe.model unless its units are characters; run.sh
+                        # stage 6 and export_onnx write one): stage 2
                         # takes its units instead of training new ones, so a fine-tuned model keeps the
                         # pretrained output layers and decoder (with --init_checkpoint of that model)
 train_set=train
@@ -132,7 +133,8 @@ Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in co
   --data_type TYPE             shard | raw
   --checkpoint FILE            resume training
   --init_checkpoint FILE       start training from another experiment's weights, e.g.
-                               exp/synth_train_zipformer/avg_2.pt (output layers and
+                               exp/synth_train_zipformer/avg_2.pt or its exported
+                               final.zip (output layers and
                                CMVN excepted: --init_exclude REGEX); refused when the
                                train.yaml beside it builds another function (another
                                activation, causal...) unless --init_allow_mismatch true
@@ -140,8 +142,9 @@ Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in co
                                every training epoch also reads R x (train list lines)
                                lines of LIST (walking through it without repeats), e.g.
                                the pretraining corpus's raw_wav/train/data.list
-  --units_from DIR             stage 2 takes DIR/bpe.model and DIR/units.txt (the pretrained
-                               model's, as stage 6 leaves them) instead of training new units;
+  --units_from DIR             stage 2 takes DIR/units.txt and DIR/bpe.model (the pretrained
+                               model's, as stage 6 leaves them; no bpe.model: characters)
+                               instead of training new units;
                                with --init_checkpoint every layer but the CMVN is then copied
   --decode_modes \"...\"         recognition modes for stage 5
   --beam_size N --ctc_weight W --reverse_weight W --decoding_chunk_size N

@@ -7,11 +7,14 @@ set -euo pipefail
 stage=0
 stop_stage=6
 corpus=synth            # synth (built-in, text-to-speech) | synth_broad (broad TTS pretraining corpus) | speechocean762 | swbd
-data_root=              # corpus location (speechocean762); synth: where audio is written
+                        # | custom (your own corpus in --data_root: docs/own_data.md)
+data_root=              # corpus location (speechocean762, custom); synth: where audio is written
 download=false          # speechocean762: fetch the release when data_root lacks it; swbd: the MS98 transcriptions
 swbd1_dir=              # swbd: LDC97S62 (audio) with swb_ms98_transcriptions
 eval2000_dir=           # swbd: "LDC2002S09/hub5e_00 LDC2002T43" (two dirs, space-separated)
-seed=777                # synth corpus generation seed
+seed=777                # synth corpus generation seed; custom: seed of the held-out dev speakers
+text_norm=upper         # custom: transcripts upper-cased, punctuation removed | lower | none (as written)
+dev_share=0.1           # custom without a dev set: share of training utterances held out (whole speakers)
 hours=                  # synth_broad: training audio in hours (empty: its default, local/synth_broad/generate.py)
 simulation=default      # synth_broad: room/noise/channel simulation: default | none | 'default,babble=0' ...
 styles=none             # synth_broad: speaker styles: none | 'child=0.3,accent=0.5,reading=0.3,natural=0.2'
@@ -27,9 +30,13 @@ feat_dir=raw_wav
 data_type=shard         # shard | raw
 num_utts_per_shard=200
 prefetch=100
-nbpe=0                  # 0: the corpus default (synth 128, synth_broad 500, speechocean762 256, swbd 2000)
+nbpe=0                  # 0: the corpus default (synth 128, synth_broad 500, speechocean762 256, swbd 2000,
+                        # custom 500)
 bpemode=unigram
-units_from=             # a model dir with bpe.model + units.txt (run.sh stage 6 writes one): stage 2
+token_type=bpe          # bpe: sentencepiece units (nbpe, bpemode) | char: one unit per character,
+                        # no BPE model (Mandarin, Japanese, Thai...; stage 5 then scores characters)
+units_from=             # a model dir with units.txt (+ bpe.model unless its units are characters; run.sh
+                        # stage 6 and export_onnx write one): stage 2
                         # takes its units instead of training new ones, so a fine-tuned model keeps the
                         # pretrained output layers and decoder (with --init_checkpoint of that model)
 train_set=train
@@ -90,7 +97,20 @@ help_message="Usage: $0 [options]
 Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in corpus).
   --stage N / --stop_stage M   first and last stage, 0..6, N <= M (0 data, 1 cmvn, 2 bpe,
                                3 lists, 4 train, 5 average+decode+score, 6 export)
-  --corpus NAME                synth (default) | synth_broad | speechocean762 | swbd
+  --corpus NAME                synth (default) | synth_broad | speechocean762 | swbd | custom
+  --corpus custom --data_root DIR
+                               your own corpus: Kaldi data dirs, TSV/CSV/JSON-lines manifests,
+                               Common Voice, audiofolder, NeMo, LibriSpeech trees or lhotse
+                               manifests in DIR, set by set (docs/own_data.md)
+  --train_set A --dev_set B --test_sets \"C D\"
+                               the sets' names (default train, dev, test); custom without a
+                               dev set: whole speakers held out of train (--dev_share 0.1,
+                               drawn with --seed)
+  --text_norm MODE             custom: upper (default: upper-case, punctuation removed) |
+                               lower | none (as written)
+  --token_type bpe|char        units: BPE (--nbpe N --bpemode M) or one per character (no
+                               BPE model); stage 5 scores characters when the references
+                               have no spaces
   --hours H --simulation SPEC  synth_broad: training hours; simulation kinds and shares
   --styles SPEC                synth_broad: children, Mandarin accent, read-aloud style and
                                natural voices, each with a share (local/synth_broad/style.py)
@@ -113,7 +133,8 @@ Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in co
   --data_type TYPE             shard | raw
   --checkpoint FILE            resume training
   --init_checkpoint FILE       start training from another experiment's weights, e.g.
-                               exp/synth_train_zipformer/avg_2.pt (output layers and
+                               exp/synth_train_zipformer/avg_2.pt or its exported
+                               final.zip (output layers and
                                CMVN excepted: --init_exclude REGEX); refused when the
                                train.yaml beside it builds another function (another
                                activation, causal...) unless --init_allow_mismatch true
@@ -121,8 +142,9 @@ Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in co
                                every training epoch also reads R x (train list lines)
                                lines of LIST (walking through it without repeats), e.g.
                                the pretraining corpus's raw_wav/train/data.list
-  --units_from DIR             stage 2 takes DIR/bpe.model and DIR/units.txt (the pretrained
-                               model's, as stage 6 leaves them) instead of training new units;
+  --units_from DIR             stage 2 takes DIR/units.txt and DIR/bpe.model (the pretrained
+                               model's, as stage 6 leaves them; no bpe.model: characters)
+                               instead of training new units;
                                with --init_checkpoint every layer but the CMVN is then copied
   --decode_modes \"...\"         recognition modes for stage 5
   --beam_size N --ctc_weight W --reverse_weight W --decoding_chunk_size N
@@ -143,7 +165,8 @@ Every variable at the top of run.sh is an option: --name value or --name=value.
 Values are checked before anything runs; a bad one stops run.sh naming the option."
 # What each option takes (tools/parse_options.sh checks them as they are set).
 option_types=(
-  stage=0..6 stop_stage=0..6 corpus='synth|synth_broad|speechocean762|swbd' download=bool seed=uint
+  stage=0..6 stop_stage=0..6 corpus='synth|synth_broad|speechocean762|swbd|custom' download=bool seed=uint
+  text_norm='upper|lower|none' dev_share=float token_type='bpe|char'
   hours=float simulation=nonempty styles=nonempty
   nj=posint num_nodes=posint node_rank=uint num_cpu_workers=posint num_workers=uint ddp_timeout=posint
   use_amp='none|bf16|fp16|auto' feat_dir=nonempty data_type='shard|raw'
@@ -185,26 +208,41 @@ case "${corpus}" in
   swbd)
     [ "${nbpe}" -gt 0 ] || nbpe=2000; train_set=train_nodup; dev_set=train_dev
     : "${test_sets:=eval2000}"; : "${train_config:=conf/train_conformer_swbd.yaml}" ;;
+  custom)
+    [ -n "${data_root}" ] || die "--corpus custom needs --data_root DIR (the corpus: docs/own_data.md)"
+    [ "${nbpe}" -gt 0 ] || nbpe=500
+    : "${test_sets:=test}"; : "${train_config:=conf/train_conformer.yaml}" ;;
 esac
+awk -v r="${dev_share}" 'BEGIN { exit !(r > 0 && r < 1) }' \
+  || die "--dev_share takes a number between 0 and 1, not '${dev_share}'"
 [ "${average_num}" -gt 0 ] || average_num=5
 : "${dir:=exp/${corpus}_$(basename "${train_config}" .yaml)}"
+# bpemodel: the BPE model's path without .model; empty with character units (no BPE model)
 if [ -n "${units_from}" ]; then
   dict=data/lang_char/${train_set}_inherited_units.txt
   bpemodel=data/lang_char/${train_set}_inherited
+  # a model dir without bpe.model has character units (e.g. trained with --token_type char)
+  [ -f "${units_from}/bpe.model" ] || { token_type=char; bpemodel=; }
   : "${init_exclude:=^encoder\.global_cmvn\.}"
 else
-  dict=data/lang_char/${train_set}_${bpemode}${nbpe}_units.txt
-  bpemodel=data/lang_char/${train_set}_${bpemode}${nbpe}
+  if [ "${token_type}" = char ]; then
+    dict=data/lang_char/${train_set}_char_units.txt
+    bpemodel=
+  else
+    dict=data/lang_char/${train_set}_${bpemode}${nbpe}_units.txt
+    bpemodel=data/lang_char/${train_set}_${bpemode}${nbpe}
+  fi
   : "${init_exclude:=^(encoder\.global_cmvn\.|ctc\.ctc_lo\.|decoder\.(.*\.)?(embed|output_layer)\.)}"
 fi
+bpe_opts=()  # the options naming the BPE model, for every tool that reads the units
+[ -z "${bpemodel}" ] || bpe_opts=(--bpe_model "${bpemodel}.model")
 # Inputs no stage writes (paths relative to the repository root, like every path here).
 if run_stage 1 || run_stage 4; then
   [ -f "${train_config}" ] || die "--train_config takes a yaml file; no such file '${train_config}'"
 fi
 if run_stage 2 && [ -n "${units_from}" ]; then
-  for f in bpe.model units.txt; do
-    [ -f "${units_from}/${f}" ] || die "--units_from takes a model dir holding bpe.model and units.txt; no such file '${units_from}/${f}'"
-  done
+  [ -f "${units_from}/units.txt" ] \
+    || die "--units_from takes a model dir holding units.txt (and bpe.model, unless its units are characters); no such file '${units_from}/units.txt'"
 fi
 [ -n "${lm_path}" ] || [ "${lm_order}" -eq 0 ] || lm_path=data/lm/${train_set}_${lm_order}gram.arpa
 if run_stage 2 && [ "${lm_order}" -gt 0 ] && [ -n "${lm_extra_text}" ]; then
@@ -276,6 +314,10 @@ if run_stage 0; then
       local/speechocean762_data_prep.sh --download "${download}" "${data_root}" data ;;
     swbd)
       local/swbd_stage0.sh --download "${download}" "${swbd1_dir}" "${eval2000_dir}" data ;;
+    custom)
+      local/custom_data_prep.sh --train_set "${train_set}" --dev_set "${dev_set}" \
+        --test_sets "${test_sets}" --text_norm "${text_norm}" --dev_share "${dev_share}" \
+        --seed "${seed}" --train_config "${train_config}" "${data_root}" data ;;
   esac
   stage_done 0
 fi
@@ -296,15 +338,27 @@ if run_stage 2 && [ -n "${units_from}" ]; then
   banner 2 "BPE model and units (from ${units_from})"
   mkdir -p data/lang_char
   cut -f 2- -d" " "data/${train_set}/text" > "data/lang_char/input_${train_set}.txt"
-  cp "${units_from}/bpe.model" "${bpemodel}.model"
   cp "${units_from}/units.txt" "${dict}"
   # pieces of this corpus's text the inherited units lack become <unk>: say how many
-  tools/spm_encode --model="${bpemodel}.model" --output_format=piece \
-      < "data/lang_char/input_${train_set}.txt" | tr ' ' '\n' | sed '/^$/d' \
+  if [ -n "${bpemodel}" ]; then
+    cp "${units_from}/bpe.model" "${bpemodel}.model"
+    tools/spm_encode --model="${bpemodel}.model" --output_format=piece \
+      < "data/lang_char/input_${train_set}.txt"
+  else
+    echo "units: ${units_from} has no bpe.model: its units are characters" >&2
+    python tools/char_units.py --pieces "data/lang_char/input_${train_set}.txt"
+  fi | tr ' ' '\n' | sed '/^$/d' \
     | awk -v dict="${dict}" 'BEGIN { while ((getline l < dict) > 0) { split(l, f, " "); u[f[1]] = 1 } }
         { n++; if (!($0 in u)) { m++; miss[$0]++ } }
         END { printf "units: %d of %d training-text pieces are not in %s (read as <unk>)", m, n, dict
               k = 0; for (p in miss) if (k++ < 10) printf "%s %s", (k == 1 ? ":" : ","), p; print "" }'
+  echo "units: $(wc -l < "${dict}") entries in ${dict}"
+  stage_done 2
+elif run_stage 2 && [ "${token_type}" = char ]; then
+  banner 2 "character units"
+  mkdir -p data/lang_char
+  cut -f 2- -d" " "data/${train_set}/text" > "data/lang_char/input_${train_set}.txt"
+  python tools/char_units.py "data/lang_char/input_${train_set}.txt" "${dict}"
   echo "units: $(wc -l < "${dict}") entries in ${dict}"
   stage_done 2
 elif run_stage 2; then
@@ -366,7 +420,7 @@ if run_stage 4; then
   tools/launch_train.sh --num_nodes "${num_nodes}" --node_rank "${node_rank}" \
     --num_cpu_workers "${num_cpu_workers}" --init_method "${init_method}" -- \
     --config "${train_config}" --data_type "${data_type}" --dict "${dict}" \
-    --bpe_model "${bpemodel}.model" --prefetch "${prefetch}" \
+    "${bpe_opts[@]}" --prefetch "${prefetch}" \
     --train_data "${feat_dir}/${train_set}/data.list" --cv_data "${feat_dir}/${dev_set}/data.list" \
     ${replay_data:+--replay_data "${replay_data}" --replay_ratio "${replay_ratio}"} \
     ${checkpoint:+--checkpoint "${checkpoint}"} --model_dir "${dir}" \
@@ -404,9 +458,14 @@ if run_stage 5; then
       --config "${dir}/train.yaml" --data_type "${data_type}" \
       --test_data "${feat_dir}/${x}/data.list" --checkpoint "${decode_checkpoint}" \
       --batch_size "${batch_size}" --penalty 0.0 --dict "${dict}" \
-      --bpe_model "${bpemodel}.model" "${decode_opts[@]}" --result_dir "${dir}/${x}"
+      "${bpe_opts[@]}" "${decode_opts[@]}" --result_dir "${dir}/${x}"
+    # characters are scored when most reference transcripts have no space (Mandarin...)
+    char=0
+    [ ! -f "data/${x}/text" ] \
+      || char=$(awk '{ n++; if (NF <= 2) c++ } END { print (n > 0 && 2 * c > n) ? 1 : 0 }' "data/${x}/text")
+    [ "${char}" = 0 ] || echo "stage 5: data/${x}/text has no spaces: scoring characters (CER)"
     for mode in ${decode_modes}; do
-      python tools/compute-wer.py --char=0 --v=1 "data/${x}/text" \
+      python tools/compute-wer.py --char="${char}" --v=1 "data/${x}/text" \
         "${dir}/${x}/${mode}/text" > "${dir}/${x}/${mode}/wer"
       if [ "${nbest}" -gt 1 ]; then  # how much rescoring the lists could still gain
         python tools/nbest_oracle.py "data/${x}/text" "${dir}/${x}/${mode}/nbest" \
@@ -438,13 +497,13 @@ if run_stage 6; then
     --output_file "${dir}/final.zip" --output_quant_file "${dir}/final_quant.zip"
   # what transcribe.py / wenet.load_model read beside final.zip: a self-contained dir
   cp "${dict}" "${dir}/units.txt"
-  cp "${bpemodel}.model" "${dir}/bpe.model"
+  if [ -n "${bpemodel}" ]; then cp "${bpemodel}.model" "${dir}/bpe.model"; else rm -f "${dir}/bpe.model"; fi
   if "${cmvn}"; then cp "${feat_dir}/${train_set}/global_cmvn" "${dir}/global_cmvn"; fi
   if "${export_onnx}"; then
     # the same checkpoint, units and BPE model as final.zip, as an ONNX model dir
     python wenet/bin/export_onnx.py --config "${dir}/train.yaml" --checkpoint "${decode_checkpoint}" \
       --output_dir "${dir}/onnx" --int8 --chunk_size "${onnx_chunk_size}" \
-      --num_decoding_left_chunks "${onnx_left_chunks}" --units "${dict}" --bpe_model "${bpemodel}.model"
+      --num_decoding_left_chunks "${onnx_left_chunks}" --units "${dict}" "${bpe_opts[@]}"
   fi
   stage_done 6
 fi

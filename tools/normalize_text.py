@@ -1,65 +1,23 @@
 #!/usr/bin/env python3
 """Normalise the transcripts of a Kaldi ``text`` file.
 
-Reads ``key transcript`` lines (stdin or a file) and writes them to stdout with
-the key untouched and the transcript upper-cased, punctuation and symbols
-turned into word breaks, and whitespace collapsed. Two things survive:
-
-* apostrophes between two letters or digits (``DON'T``, ``O'CLOCK``);
-  typographic apostrophes (U+2019, U+02BC) become ``'`` first;
-* bracketed tags such as ``[NOISE]`` or ``[vocalized-noise]``: kept whole,
-  brackets and inner punctuation included, and upper-cased like the words.
-
-Why: the BPE model and the WER scoring must see one spelling per word, so
-``Hello, world!`` and ``HELLO WORLD`` have to end up identical.
+Reads ``key transcript`` lines (stdin or a file) and writes them to stdout with the key
+untouched and the transcript normalised by ``--mode`` (default ``upper``: upper-cased,
+punctuation and symbols turned into word breaks, whitespace collapsed; ``lower``;
+``none``: as written). What each mode keeps: wenet/dataprep/text_norm.py.
 """
 from __future__ import annotations
 
 import argparse
 import logging
-import re
 import sys
-import unicodedata
 from typing import BinaryIO, Iterable, Iterator
 
-_TAG = re.compile(r"\[[^\[\]\s]+\]")
-_APOSTROPHES = str.maketrans({"\u2019": "'", "\u02bc": "'"})
+from wenet.dataprep.text_norm import TEXT_NORMS, normalize_transcript
 
 
-def _is_break(ch: str) -> bool:
-    """Unicode punctuation (P*) and symbols (S*) separate words."""
-    return unicodedata.category(ch)[0] in ("P", "S")
-
-
-def _normalize_plain(text: str) -> str:
-    """Normalise text that holds no bracketed tag."""
-    text = text.translate(_APOSTROPHES)
-    out = []
-    for i, ch in enumerate(text):
-        if ch == "'":
-            before = text[i - 1] if i > 0 else ""
-            after = text[i + 1] if i + 1 < len(text) else ""
-            out.append("'" if before.isalnum() and after.isalnum() else " ")
-        elif _is_break(ch):
-            out.append(" ")
-        else:
-            out.append(ch)
-    return " ".join("".join(out).upper().split())
-
-
-def normalize_transcript(text: str) -> str:
-    """Normalise one transcript (without its key); see the module docstring."""
-    words = []
-    pos = 0
-    for m in _TAG.finditer(text):
-        words.append(_normalize_plain(text[pos:m.start()]))
-        words.append(m.group(0).upper())
-        pos = m.end()
-    words.append(_normalize_plain(text[pos:]))
-    return " ".join(w for w in words if w)
-
-
-def normalize_lines(lines: Iterable[str], name: str = "<stdin>") -> Iterator[str]:
+def normalize_lines(lines: Iterable[str], name: str = "<stdin>",
+                    mode: str = "upper") -> Iterator[str]:
     """Normalise Kaldi ``text`` lines; yields ``key transcript`` (or just ``key``).
 
     Blank lines are skipped; blank lines and transcripts that end up empty are
@@ -73,7 +31,7 @@ def normalize_lines(lines: Iterable[str], name: str = "<stdin>") -> Iterator[str
             blank += 1
             continue
         key = parts[0]
-        words = normalize_transcript(parts[1]) if len(parts) > 1 else ""
+        words = normalize_transcript(parts[1], mode) if len(parts) > 1 else ""
         if not words:
             emptied += 1
             first_emptied = first_emptied or f"{name}:{lineno} ({key})"
@@ -96,6 +54,8 @@ def _decoded(stream: BinaryIO, name: str) -> Iterator[str]:
 
 def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mode", choices=TEXT_NORMS, default="upper",
+                        help="upper (default), lower, or none (as written)")
     parser.add_argument("text", nargs="?", help="Kaldi text file (default: stdin)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s normalize_text: %(message)s")
@@ -103,7 +63,7 @@ def _main(argv: list[str] | None = None) -> int:
     stream = open(args.text, "rb") if args.text else sys.stdin.buffer
     out = sys.stdout.buffer
     try:
-        for line in normalize_lines(_decoded(stream, name), name):
+        for line in normalize_lines(_decoded(stream, name), name, args.mode):
             out.write((line + "\n").encode("utf-8"))
     except ValueError as e:
         logging.error("%s", e)

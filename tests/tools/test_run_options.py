@@ -25,6 +25,7 @@ STUBS = {
     "local/synth_data_prep.sh": "#!/usr/bin/env bash\n" + RECORD,
     "local/speechocean762_data_prep.sh": "#!/usr/bin/env bash\n" + RECORD,
     "local/swbd_stage0.sh": "#!/usr/bin/env bash\n" + RECORD,
+    "local/custom_data_prep.sh": "#!/usr/bin/env bash\n" + RECORD,
     "tools/launch_train.sh": "#!/usr/bin/env bash\n" + RECORD,
 }
 BASE = ["--stage", "0", "--stop_stage", "0"]  # valid: only the stage-0 stub runs
@@ -72,7 +73,13 @@ BAD = [
     (["--ddp_timeout", "1.5"], "--ddp_timeout takes a positive integer (1, 2, ...), not '1.5'"),
     (["--num_nodes", "2", "--node_rank", "2"], "--node_rank takes 0..1 with --num_nodes 2, not '2'"),
     (["--num_nodes", "0"], "--num_nodes takes a positive integer (1, 2, ...), not '0'"),
-    (["--corpus", "timit"], "--corpus takes one of synth|synth_broad|speechocean762|swbd, not 'timit'"),
+    (["--corpus", "timit"],
+     "--corpus takes one of synth|synth_broad|speechocean762|swbd|custom, not 'timit'"),
+    (["--corpus", "custom"], "--corpus custom needs --data_root DIR (the corpus: docs/own_data.md)"),
+    (["--text_norm", "title"], "--text_norm takes one of upper|lower|none, not 'title'"),
+    (["--token_type", "word"], "--token_type takes one of bpe|char, not 'word'"),
+    (["--dev_share", "1.5"], "--dev_share takes a number between 0 and 1, not '1.5'"),
+    (["--dev_share", "x"], "--dev_share takes a number (e.g. 0.5, -1, 2e-3), not 'x'"),
     (["--data_type", "foo"], "--data_type takes one of shard|raw, not 'foo'"),
     (["--use_amp", "maybe"], "--use_amp takes one of none|bf16|fp16|auto, not 'maybe'"),
     (["--bpemode", "wordpiece"], "--bpemode takes one of unigram|bpe|char|word, not 'wordpiece'"),
@@ -108,6 +115,17 @@ def test_a_bad_value_stops_run_sh_before_anything_runs(recipe: Path, args: List[
         assert "Usage: ./run.sh [options]" in r.stderr  # the accepted options
     assert calls(recipe) == []  # neither path.sh nor any stage ran
     assert r.stdout == ""
+
+
+def test_custom_corpus_options_reach_its_stage_0(recipe: Path):
+    r = run_sh(recipe, BASE + ["--corpus", "custom", "--data_root", "/corpora/mine",
+                               "--test_sets", "eval other", "--text_norm", "none",
+                               "--dev_share", "0.05", "--seed", "3"])
+    assert r.returncode == 0, r.stderr
+    assert calls(recipe) == ["path.sh", "custom_data_prep.sh [--train_set] [train] [--dev_set] "
+                             "[dev] [--test_sets] [eval other] [--text_norm] [none] [--dev_share] "
+                             "[0.05] [--seed] [3] [--train_config] [conf/train_conformer.yaml] "
+                             "[/corpora/mine] [data]"]
 
 
 def test_good_values_reach_path_sh_then_the_stage(recipe: Path):
@@ -275,8 +293,9 @@ def test_units_from_copies_a_pretrained_models_units_and_keeps_its_output_layers
                         str(model_dir / "missing")], cwd=recipe, capture_output=True, text=True,
                        env=env, timeout=60)
     assert r.returncode == 1
-    assert r.stderr.strip() == (f"./run.sh: --units_from takes a model dir holding bpe.model and "
-                                f"units.txt; no such file '{model_dir / 'missing'}/bpe.model'")
+    assert r.stderr.strip() == (f"./run.sh: --units_from takes a model dir holding units.txt "
+                                f"(and bpe.model, unless its units are characters); no such "
+                                f"file '{model_dir / 'missing'}/units.txt'")
     r = subprocess.run(["./run.sh", "--stage", "2", "--stop_stage", "2", "--units_from",
                         str(model_dir)], cwd=recipe, capture_output=True, text=True, env=env,
                        timeout=60)

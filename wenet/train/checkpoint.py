@@ -28,6 +28,7 @@ import logging
 import os
 import re
 import time
+import zipfile
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
@@ -166,9 +167,27 @@ def strip_ddp_prefix(state_dict: Mapping[str, torch.Tensor]) -> Dict[str, torch.
     return {(k[len("module."):] if k.startswith("module.") else k): v for k, v in state_dict.items()}
 
 
+def _is_torchscript(path: str) -> bool:
+    """True for a TorchScript archive (export_jit's final.zip: it holds ``<name>/code/``)."""
+    if not zipfile.is_zipfile(path):
+        return False
+    with zipfile.ZipFile(path) as z:
+        return any(n.split("/", 1)[-1].startswith("code/") for n in z.namelist())
+
+
+def _init_state(path: str) -> Dict[str, torch.Tensor]:
+    """The weights of a checkpoint, or of an exported TorchScript model (stage 6's
+    final.zip), whose state dict names the same tensors as the model's."""
+    if _is_torchscript(path):
+        logging.info("%s is a TorchScript export: taking its weights", path)
+        return dict(torch.jit.load(path, map_location="cpu").state_dict())
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
 def load_init_weights(model: torch.nn.Module, path: str, exclude: str = ""
                       ) -> Tuple[List[str], List[str]]:
-    """Initialise ``model`` from another experiment's weights (transfer learning).
+    """Initialise ``model`` from another experiment's weights (transfer learning): a
+    checkpoint (``avg_N.pt``) or an exported TorchScript model (``final.zip``).
 
     Copies every tensor of ``path`` whose name and shape match one of the model's
     and whose name does not match the regular expression ``exclude`` (e.g. the
@@ -176,7 +195,7 @@ def load_init_weights(model: torch.nn.Module, path: str, exclude: str = ""
     corpus keeps its own statistics). Returns (copied, not copied) names, the
     latter with the reason; raises if nothing could be copied (a wrong file).
     """
-    source = strip_ddp_prefix(torch.load(path, map_location="cpu", weights_only=True))
+    source = strip_ddp_prefix(_init_state(path))
     pattern = re.compile(exclude) if exclude else None
     own = model.state_dict()
     copied: List[str] = []

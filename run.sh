@@ -6,7 +6,7 @@ set -euo pipefail
 
 stage=0
 stop_stage=6
-corpus=synth            # synth (built-in, text-to-speech) | synth_broad (broad TTS pretraining corpus) | speechocean762 | swbd
+corpus=synth            # synth (built-in, text-to-speech) | synth_broad (broad TTS pretraining corpus) | speechocean762 | swbd | custom (your own, docs/own_data.md)
                         # | custom (your own corpus in --data_root: docs/own_data.md)
 data_root=              # corpus location (speechocean762, custom); synth: where audio is written
 download=false          # speechocean762: fetch the release when data_root lacks it; swbd: the MS98 transcriptions

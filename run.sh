@@ -453,6 +453,7 @@ if run_stage 5; then
   if "${simulate_streaming}"; then decode_opts+=(--simulate_streaming); batch_size=1; fi
   if "${timestamps}"; then decode_opts+=(--timestamps); fi
   if [ "${#ensemble_ckpts[@]}" -gt 0 ]; then decode_opts+=(--ensemble "${ensemble_ckpts[@]}"); fi
+  cer_sets=()
   for x in ${test_sets}; do
     python wenet/bin/recognize.py --gpu "${gpu}" --modes "${decode_modes}" \
       --config "${dir}/train.yaml" --data_type "${data_type}" \
@@ -463,7 +464,8 @@ if run_stage 5; then
     char=0
     [ ! -f "data/${x}/text" ] \
       || char=$(awk '{ n++; if (NF <= 2) c++ } END { print (n > 0 && 2 * c > n) ? 1 : 0 }' "data/${x}/text")
-    [ "${char}" = 0 ] || echo "stage 5: data/${x}/text has no spaces: scoring characters (CER)"
+    [ "${char}" = 0 ] || { echo "stage 5: data/${x}/text has no spaces: scoring characters (CER)"
+                           cer_sets+=("${x}"); }
     for mode in ${decode_modes}; do
       python tools/compute-wer.py --char="${char}" --v=1 "data/${x}/text" \
         "${dir}/${x}/${mode}/text" > "${dir}/${x}/${mode}/wer"
@@ -482,7 +484,7 @@ if run_stage 5; then
   fi
   python tools/summarize_results.py --exp_dir "${dir}" --test_set "${test_sets}" \
     --modes "${decode_modes}" --config_name "${train_config}" \
-    --checkpoint "${decode_checkpoint}" --plot "${plot}"
+    --checkpoint "${decode_checkpoint}" --plot "${plot}" --cer_sets "${cer_sets[*]}"
   echo "results: ${dir}/RESULTS.md"
   stage_done 5
 fi

@@ -60,15 +60,18 @@ def model_section(exp_dir: str, config_name: str, checkpoint: Optional[str]) -> 
 
 
 def build_report(exp_dir: str, test_sets: Sequence[str], modes: Sequence[str], config_name: str,
-                 checkpoint: Optional[str], plot: str) -> Dict[str, str]:
-    """{"markdown": whole RESULTS.md, "tables": the per-set tables as printed}."""
+                 checkpoint: Optional[str], plot: str,
+                 cer_sets: Sequence[str] = ()) -> Dict[str, str]:
+    """{"markdown": whole RESULTS.md, "tables": the per-set tables as printed}; the sets in
+    ``cer_sets`` were scored in characters and their column says CER."""
     tables = []
     for test_set in test_sets:
         rows = collect_scores(exp_dir, test_set, modes)
-        tables.append(f"### {test_set}\n\n{results_table(rows)}")
+        metric = "CER" if test_set in cer_sets else "WER"
+        tables.append(f"### {test_set}\n\n{results_table(rows, metric)}")
     md = [f"# Results: {os.path.basename(os.path.normpath(exp_dir))}", "", "## Model", ""]
     md += model_section(exp_dir, config_name, checkpoint)
-    md += ["", "## WER and RTF per decoding mode", "", RTF_NOTE, ""]
+    md += ["", "## Error rate and RTF per decoding mode", "", RTF_NOTE, ""]
     md += [t for t in tables]
     if plot:
         md += ["## Loss per epoch", "", f"![loss]({plot})", ""]
@@ -80,6 +83,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     p.add_argument("--exp_dir", required=True)
     p.add_argument("--test_set", required=True, help="test set name(s), space-separated")
     p.add_argument("--modes", required=True, help="decoding modes, space-separated")
+    p.add_argument("--cer_sets", default="",
+                   help="test sets scored in characters (compute-wer.py --char=1), space-separated")
     p.add_argument("--out", default=None, help="markdown to write (default EXP_DIR/RESULTS.md)")
     p.add_argument("--config_name", default=None, help="config shown (default EXP_DIR's name)")
     p.add_argument("--checkpoint", default=None, help="the decoded checkpoint (parameter count)")
@@ -94,7 +99,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     try:
         report = build_report(args.exp_dir, args.test_set.split(), args.modes.split(),
                               args.config_name or os.path.basename(os.path.normpath(args.exp_dir)),
-                              args.checkpoint, plot)
+                              args.checkpoint, plot, args.cer_sets.split())
     except (FileNotFoundError, ValueError) as e:
         sys.exit(f"{os.path.basename(sys.argv[0])}: {e}")
     atomic_write_text(out, report["markdown"])

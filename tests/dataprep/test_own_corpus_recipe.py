@@ -97,6 +97,7 @@ def test_mandarin_kaldi_corpus_with_character_units_runs_stages_0_to_6(tmp_path)
         ["<blank>", "<unk>", *train_chars, "<sos/eos>"])]
     exp = recipe / "exp" / "custom_tiny"
     assert " N=7 " in overall(exp / "test" / "ctc_greedy_search" / "wer")  # 3 + 4 characters
+    assert "| mode | CER % |" in (exp / "RESULTS.md").read_text()  # the table says what it scored
     assert not list(recipe.rglob("*.model")) and not (exp / "bpe.model").exists()
     assert (exp / "units.txt").read_text() == "\n".join(units)
     # the exported dir (final.zip, units.txt, no bpe.model) decodes as stage 5 did

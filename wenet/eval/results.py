@@ -131,9 +131,10 @@ def count_parameters(config_path: str, checkpoint: Optional[str] = None) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def results_table(rows: Sequence[Dict[str, Any]]) -> str:
-    """Markdown table of ``{"mode", "score": WerScore, "rtf"}`` rows."""
-    lines = ["| mode | WER % | N | S | D | I | RTF |", "|---|---:|---:|---:|---:|---:|---:|"]
+def results_table(rows: Sequence[Dict[str, Any]], metric: str = "WER") -> str:
+    """Markdown table of ``{"mode", "score": WerScore, "rtf"}`` rows; ``metric`` names the
+    error-rate column ("CER" where compute-wer.py scored characters)."""
+    lines = [f"| mode | {metric} % | N | S | D | I | RTF |", "|---|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         sc: WerScore = row["score"]
         rtf = row.get("rtf")

@@ -92,6 +92,8 @@ export_onnx=false       # true: stage 6 also writes \$dir/onnx (fp32 and int8 ON
                         # runtime, docs/onnx_format.md); streaming models also get encoder_chunk.onnx
 onnx_chunk_size=16      # export_onnx: output frames per chunk of encoder_chunk.onnx (streaming models)
 onnx_left_chunks=4      # export_onnx: left chunks in encoder_chunk.onnx's fixed-size attention cache
+export_sherpa=false     # true: stage 6 also writes \$dir/sherpa-onnx (fp32 and int8 files sherpa-onnx loads,
+                        # docs/deploy.md), streaming files with onnx_chunk_size/onnx_left_chunks
 
 help_message="Usage: $0 [options]
 Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in corpus).
@@ -159,6 +161,8 @@ Runs stages \$stage..\$stop_stage of the recipe (default 0..6 on the built-in co
   --export_onnx true           stage 6 also writes \$dir/onnx: ONNX files (fp32 and int8) with
                                units.txt and bpe.model (--onnx_chunk_size N --onnx_left_chunks N
                                for a streaming model's encoder_chunk.onnx)
+  --export_sherpa true         stage 6 also writes \$dir/sherpa-onnx: the files sherpa-onnx's
+                               recognizers load (phones, boards, browsers; docs/deploy.md)
   --config FILE                name=value lines (# comments, '...' or \"...\" quotes), read
                                before the command-line options; never run as shell
 Every variable at the top of run.sh is an option: --name value or --name=value.
@@ -176,7 +180,7 @@ option_types=(
   beam_size=posint ctc_weight=float reverse_weight=float decoding_chunk_size=int
   num_decoding_left_chunks=int simulate_streaming=bool gpu=int nbest=posint timestamps=bool
   context_score=float lm_order=uint train_seed=uint replay_ratio=float lm_broad_text=bool init_allow_mismatch=bool lm_weight=float word_bonus=float
-  export_onnx=bool onnx_chunk_size=posint onnx_left_chunks=posint
+  export_onnx=bool export_sherpa=bool onnx_chunk_size=posint onnx_left_chunks=posint
 )
 # Parsed before the cd (parse_options.sh reads this script to learn its options) and
 # before path.sh, so --help and bad values never wait for the virtualenv's installation.
@@ -506,6 +510,12 @@ if run_stage 6; then
     python wenet/bin/export_onnx.py --config "${dir}/train.yaml" --checkpoint "${decode_checkpoint}" \
       --output_dir "${dir}/onnx" --int8 --chunk_size "${onnx_chunk_size}" \
       --num_decoding_left_chunks "${onnx_left_chunks}" --units "${dict}" "${bpe_opts[@]}"
+  fi
+  if "${export_sherpa}"; then
+    python wenet/bin/export_onnx.py --target sherpa-onnx --config "${dir}/train.yaml" \
+      --checkpoint "${decode_checkpoint}" --output_dir "${dir}/sherpa-onnx" --int8 \
+      --chunk_size "${onnx_chunk_size}" --num_decoding_left_chunks "${onnx_left_chunks}" \
+      --units "${dict}" "${bpe_opts[@]}"
   fi
   stage_done 6
 fi

@@ -234,6 +234,17 @@ def test_export_onnx_makes_stage_6_write_the_onnx_dir(recipe: Path):
         "[--bpe_model] [data/lang_char/train_unigram128.model]")
     assert (exp / "units.txt").read_text() == "<blank> 0\n"
 
+    # --export_sherpa true: also the sherpa-onnx files, same checkpoint, units and chunking
+    (recipe / "calls.log").unlink()
+    r = run_sh(recipe, stage_6 + ["--export_sherpa", "true", "--onnx_left_chunks", "2"])
+    assert r.returncode == 0, r.stderr
+    assert calls(recipe)[2] == (
+        "export_onnx.py [--target] [sherpa-onnx] [--config] [exp/my model/train.yaml] "
+        "[--checkpoint] [exp/my model/avg_2.pt] [--output_dir] [exp/my model/sherpa-onnx] "
+        "[--int8] [--chunk_size] [16] [--num_decoding_left_chunks] [2] "
+        "[--units] [data/lang_char/train_unigram128_units.txt] "
+        "[--bpe_model] [data/lang_char/train_unigram128.model]")
+
 
 @pytest.fixture()
 def bare_recipe(tmp_path: Path) -> Path:

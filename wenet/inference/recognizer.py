@@ -46,7 +46,8 @@ from wenet.decode.options import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
 from wenet.inference.features import feature_batches
 from wenet.inference.loader import LoadedModel, min_input_frames
-from wenet.inference.long_audio import SegmentConf, SegmentedItems, joined
+from wenet.inference.long_audio import SegmentedItems, joined
+from wenet.inference.segments import SegmentConf
 from wenet.decode.nbest import decode_nbest
 
 Audio = Union[str, Sequence[str], np.ndarray, torch.Tensor]
@@ -234,9 +235,7 @@ class Recognizer:
     def segment_conf(self) -> SegmentConf:
         """How audio longer than ``max_segment_s`` is cut: ``SegmentConf``'s defaults, with
         the shortest segment and the kept silence scaled down for a small ``max_segment_s``."""
-        min_s = min(SegmentConf.min_segment_s, self.max_segment_s / 4)
-        return SegmentConf(max_segment_s=self.max_segment_s, min_segment_s=min_s,
-                           pad_s=min(SegmentConf.pad_s, min_s / 2))
+        return SegmentConf.for_max_segment(self.max_segment_s)
 
     @torch.no_grad()
     def decode_batch(self, batch: dict, mode: str, nbest: int, timestamps: bool,

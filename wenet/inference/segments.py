@@ -55,7 +55,7 @@ import numpy as np
 import soundfile as sf
 
 from wenet.alignment.pauses import energy_db
-from wenet.dataset.audio_bytes import AudioError
+from wenet.dataset.audio_bytes import AudioError, refuse_truncated_file
 from wenet.inference.vad import VadConf, pauses
 
 logger = logging.getLogger(__name__)
@@ -224,6 +224,7 @@ def split_stream(blocks: Iterable[np.ndarray], rate: int, conf: SegmentConf = Se
 def file_blocks(path: str, block_s: float) -> Tuple[int, int, Iterator[np.ndarray]]:
     """(sample rate, frames, iterator of mono float32 blocks of ``block_s``) of an audio
     file soundfile opens; AudioError naming the file when it cannot."""
+    refuse_truncated_file(path)
     try:
         f = sf.SoundFile(path)
     except (sf.LibsndfileError, RuntimeError, OSError) as e:

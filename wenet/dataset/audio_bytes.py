@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import os
 import subprocess
-from typing import Dict, Tuple
+from typing import Any, Dict, Sequence, Tuple
 
 import numpy as np
 import soundfile as sf
@@ -23,10 +23,25 @@ class AudioError(RuntimeError):
     """Audio that cannot be read or decoded; the message names the source."""
 
 
+def is_pipe(spec: str) -> bool:
+    """Whether a wav.scp value is a Kaldi pipe (``cmd |``: a shell command run to read it)."""
+    return spec.rstrip().endswith("|")
+
+
+def refuse_pipes(items: Sequence[Tuple[str, Any]], how_to_allow: str) -> None:
+    """ValueError naming every input that is a Kaldi pipe (``cmd |``) and how to allow them."""
+    pipes = [f"{key} ({spec})" for key, spec in items
+             if isinstance(spec, str) and is_pipe(spec)]
+    if pipes:
+        raise ValueError(f"{len(pipes)} input(s) are Kaldi pipes, shell commands that would be "
+                         f"run: {'; '.join(pipes[:5])}{' ...' if len(pipes) > 5 else ''}; "
+                         f"pipes run only with {how_to_allow}")
+
+
 def read_audio_bytes(spec: str) -> bytes:
     """The encoded bytes behind a wav.scp value (a path or ``cmd |``)."""
     spec = spec.strip()
-    if spec.endswith("|"):
+    if is_pipe(spec):
         cmd = spec[:-1].strip()
         proc = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         if proc.returncode != 0:

@@ -140,6 +140,12 @@ def run_transcribe(args: argparse.Namespace, inputs: List[str], hyp: str, log: s
            "--model_dir", args.model_dir, "--mode", args.mode,
            "--batch_size", str(args.batch_size), "--max_segment_s", str(max_segment_s),
            "--output", hyp, *inputs]
+    return timed_child(cmd, log, "transcribe.py")
+
+
+def timed_child(cmd: List[str], log: str, name: str) -> Tuple[float, float]:
+    """``cmd`` in a child process, its stderr to ``log``: (wall seconds, peak RSS in MB of
+    that child); RuntimeError naming ``name`` and the log when it fails."""
     start = time.perf_counter()
     with open(log, "w", encoding="utf-8") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err,
@@ -147,7 +153,7 @@ def run_transcribe(args: argparse.Namespace, inputs: List[str], hyp: str, log: s
         _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"transcribe.py failed (exit {os.waitstatus_to_exitcode(status)}), "
+        raise RuntimeError(f"{name} failed (exit {os.waitstatus_to_exitcode(status)}), "
                            f"see {log}")
     return wall, usage.ru_maxrss / 1024.0  # kB on Linux
 

@@ -22,7 +22,8 @@ Runs (``--runs``, comma-separated):
 
 Each run is one ``wenet/bin/transcribe.py`` child process (``--max_segment_s``,
 ``--mode``, ``--batch_size`` passed on), timed by wall clock; its peak memory is the
-child's own ``ru_maxrss`` (``os.wait4``). Scores: ``tools/compute-wer.py``. Prints one
+child's own ``ru_maxrss`` (``os.wait4`` in a small launcher process: see
+``timed_child``). Scores: ``tools/compute-wer.py``. Prints one
 row per run; quote the CPU (printed) and the machine's load with the figures.
 """
 from __future__ import annotations
@@ -143,19 +144,29 @@ def run_transcribe(args: argparse.Namespace, inputs: List[str], hyp: str, log: s
     return timed_child(cmd, log, "transcribe.py")
 
 
+# Runs the command given after it and writes its peak RSS (kB) to argv[1]. The child of a
+# large process would report that process's RSS as its own peak (Linux copies the
+# high-water mark across fork and exec); the child of this small launcher does not.
+_PEAK_LAUNCHER = ("import os, subprocess, sys; p = subprocess.Popen(sys.argv[2:]); "
+                  "_, status, usage = os.wait4(p.pid, 0); "
+                  "open(sys.argv[1], 'w').write(str(usage.ru_maxrss)); "
+                  "sys.exit(os.waitstatus_to_exitcode(status))")
+
+
 def timed_child(cmd: List[str], log: str, name: str) -> Tuple[float, float]:
     """``cmd`` in a child process, its stderr to ``log``: (wall seconds, peak RSS in MB of
-    that child); RuntimeError naming ``name`` and the log when it fails."""
+    that child alone); RuntimeError naming ``name`` and the log when it fails."""
+    peak = log + ".peak_kb"
     start = time.perf_counter()
     with open(log, "w", encoding="utf-8") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err,
-                                env={**os.environ, "PYTHONPATH": REPO})
-        _, status, usage = os.wait4(proc.pid, 0)
+        code = subprocess.call([sys.executable, "-c", _PEAK_LAUNCHER, peak, *cmd],
+                               stdout=subprocess.DEVNULL, stderr=err,
+                               env={**os.environ, "PYTHONPATH": REPO})
     wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"{name} failed (exit {os.waitstatus_to_exitcode(status)}), "
-                           f"see {log}")
-    return wall, usage.ru_maxrss / 1024.0  # kB on Linux
+    if code != 0:
+        raise RuntimeError(f"{name} failed (exit {code}), see {log}")
+    with open(peak, encoding="utf-8") as f:
+        return wall, int(f.read()) / 1024.0  # kB on Linux
 
 
 def score(ref: str, hyp: str) -> str:

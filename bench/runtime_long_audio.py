@@ -16,8 +16,8 @@ same audio, once as files and once as one recording that the runtime cuts at pau
 
 Each run is one runtime child process (``--mode``, ``--batch_size``, ``--num_threads``
 passed on), timed by wall clock; its peak memory is the child's own ``ru_maxrss``
-(``os.wait4``). ``--whole_minutes``: the recordings up to that length are also decoded
-with ``--max_segment_s 0`` (whole: what the runtime did before it cut long audio; its
+(``bench.long_audio.timed_child``). ``--whole_minutes``: the recordings up to that
+length are also decoded with ``--max_segment_s 0`` (whole: what the runtime did before it cut long audio; its
 memory grows with the square of the length). The WER is the word edit distance over
 the reference's words (computed row by row: compute-wer.py's alignment table of one
 10,000-word utterance would take gigabytes). Prints one markdown row per run and the

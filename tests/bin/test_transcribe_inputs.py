@@ -7,9 +7,7 @@ CLI, from the API only with ``allow_pipes=True``."""
 import logging
 import shutil
 
-import numpy as np
 import pytest
-import soundfile as sf
 
 import wenet
 from tests.tiny_experiment import tiny_config, write_experiment, write_tones

@@ -64,18 +64,23 @@ def read_scp(data_dir: str) -> Dict[str, str]:
         return dict(scp_line(line) for line in f if line.strip())
 
 
-def write_joined(data_dir: str, work_dir: str, gap_s: Tuple[float, float], seed: int
-                 ) -> Tuple[str, str, float]:
-    """``WORK/joined.wav`` (16-bit, the first file's rate) and ``WORK/joined.text``; its
-    path, the reference path and the duration."""
+def write_joined(data_dir: str, work_dir: str, gap_s: Tuple[float, float], seed: int,
+                 minutes: float = 0.0, name: str = "joined"
+                 ) -> Tuple[str, str, float, List[str]]:
+    """``WORK/<name>.wav`` (16-bit, the first file's rate): the utterances sorted by key,
+    with ``gap_s`` of silence between them; with ``minutes``, cycled from the first again
+    until it is that long. ``WORK/<name>.text`` its reference (key ``name``). Returns
+    the path, the reference path, the duration and the keys in order."""
     scp = read_scp(data_dir)
     text = read_kv(os.path.join(data_dir, "text"))
+    keys = sorted(scp)
     rng = np.random.default_rng(seed)
-    wav_path = os.path.join(work_dir, "joined.wav")
-    words, rate, total = [], None, 0
-    with_out = None
+    wav_path = os.path.join(work_dir, f"{name}.wav")
+    order: List[str] = []
+    rate, total, with_out = None, 0, None
     try:
-        for key in sorted(scp):
+        while rate is None or (total < minutes * 60 * rate if minutes else len(order) < len(keys)):
+            key = keys[len(order) % len(keys)]
             wav, r = load_audio(scp[key])
             if rate is None:
                 rate = r
@@ -87,14 +92,14 @@ def write_joined(data_dir: str, work_dir: str, gap_s: Tuple[float, float], seed:
             samples = np.concatenate([gap, to_mono(wav)[0].numpy()])
             with_out.write(samples)
             total += len(samples)
-            words.append(text.get(key, ""))
+            order.append(key)
     finally:
         if with_out is not None:
             with_out.close()
-    ref = os.path.join(work_dir, "joined.text")
+    ref = os.path.join(work_dir, f"{name}.text")
     with open(ref, "w", encoding="utf-8") as f:
-        f.write("joined " + " ".join(w for w in words if w) + "\n")
-    return wav_path, ref, total / rate
+        f.write(f"{name} " + " ".join(text[k] for k in order if text.get(k)) + "\n")
+    return wav_path, ref, total / rate, order
 
 
 def write_padded(data_dir: str, work_dir: str, pad_s: float) -> Tuple[str, float]:

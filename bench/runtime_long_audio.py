@@ -32,14 +32,12 @@ import sys
 from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
-import soundfile as sf
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from bench.long_audio import read_kv, read_scp, timed_child  # noqa: E402
+from bench.long_audio import read_kv, read_scp, timed_child, write_joined  # noqa: E402
 from bench.transcribe import cpu_name  # noqa: E402
-from wenet.runtime.audio import read_audio  # noqa: E402
 
 
 def word_errors(ref: Sequence[str], hyp: Sequence[str]) -> int:
@@ -55,33 +53,6 @@ def word_errors(ref: Sequence[str], hyp: Sequence[str]) -> int:
         cur[1:] = np.minimum(prev[1:] + 1, prev[:-1] + (h != word))  # deletion, substitution
         prev = np.minimum.accumulate(cur - cols) + cols  # insertions, left to right
     return int(prev[-1])
-
-
-def write_recording(scp: Dict[str, str], minutes: float, path: str, gap_s: Tuple[float, float],
-                    seed: int) -> Tuple[List[str], float]:
-    """``path``: the utterances of ``scp`` (sorted, cycled) up to at least ``minutes``, with
-    gaps of silence; (the keys in order, seconds)."""
-    keys = sorted(scp)
-    rng = np.random.default_rng(seed)
-    order: List[str] = []
-    total, rate, out = 0, None, None
-    try:
-        while rate is None or total < minutes * 60 * rate:
-            key = keys[len(order) % len(keys)]
-            samples, r = read_audio(scp[key])
-            if out is None:
-                rate = r
-                out = sf.SoundFile(path, "w", rate, 1, subtype="PCM_16")
-            if r != rate:
-                raise ValueError(f"{key}: {r} Hz, the first file has {rate} Hz")
-            gap = int(round(rng.uniform(*gap_s) * rate)) if order else 0
-            out.write(np.concatenate([np.zeros(gap, dtype=np.float32), samples]))
-            total += gap + len(samples)
-            order.append(key)
-    finally:
-        if out is not None:
-            out.close()
-    return order, total / rate
 
 
 def run_runtime(args: argparse.Namespace, inputs: List[str], hyp: str, log: str,
@@ -119,7 +90,7 @@ def get_parser() -> argparse.ArgumentParser:
 def main() -> None:
     args = get_parser().parse_args()
     os.makedirs(args.work_dir, exist_ok=True)
-    scp, text = read_scp(args.data_dir), read_kv(os.path.join(args.data_dir, "text"))
+    scp = read_scp(args.data_dir)
     gap = tuple(float(g) for g in args.gap_s.split(","))
     print(f"onnx {args.onnx_dir}, data {args.data_dir} ({len(scp)} files), mode {args.mode}, "
           f"batch {args.batch_size}, {args.num_threads} thread(s), --max_segment_s "
@@ -132,9 +103,9 @@ def main() -> None:
     print(f"| separate | {len(scp)} files | - | - | {wall:.1f} | {rss:.0f} |", flush=True)
     for minutes in (float(m) for m in args.minutes.split(",") if m):
         name = f"long_{minutes:g}min"
-        path = os.path.join(args.work_dir, f"{name}.wav")
-        order, seconds = write_recording(scp, minutes, path, gap, args.seed)
-        ref = " ".join(text.get(k, "") for k in order).split()
+        path, ref_path, seconds, order = write_joined(args.data_dir, args.work_dir, gap,
+                                                      args.seed, minutes, name)
+        ref = read_kv(ref_path)[name].split()
         what = f"{seconds / 60:.1f} min, {len(order)} utts, {len(ref)} words"
         print(f"| {name} as separate files | {what} | - | "
               f"{wer(ref, ' '.join(separate.get(k, '') for k in order))} | - | - |")

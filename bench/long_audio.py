@@ -184,7 +184,7 @@ def score(ref: str, hyp: str) -> str:
 
 
 def segments_of(log: str) -> str:
-    """The segment counts transcribe.py logged (``long_audio.joined``), or -."""
+    """The segment counts transcribe.py (``long_audio.joined``) or the runtime logged, or -."""
     with open(log, encoding="utf-8") as f:
         counts = re.findall(r"recording \S+: (\d+) segments", f.read())
     return "+".join(counts) if counts else "-"

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from typing import Dict, List, Sequence, Tuple
 
@@ -36,7 +35,8 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from bench.long_audio import read_kv, read_scp, timed_child, write_joined  # noqa: E402
+from bench.long_audio import (read_kv, read_scp, segments_of, timed_child,  # noqa: E402
+                              write_joined)
 from bench.transcribe import cpu_name  # noqa: E402
 
 
@@ -115,9 +115,7 @@ def main() -> None:
             hyp = os.path.join(args.work_dir, f"{run.replace(' ', '_')}.hyp")
             log = os.path.join(args.work_dir, f"{run.replace(' ', '_')}.log")
             wall, rss = run_runtime(args, [path], hyp, log, max_segment_s)
-            with open(log, encoding="utf-8") as f:
-                segments = re.findall(r"recording \S+: (\d+) segments", f.read())
-            print(f"| {run} | {what} | {'+'.join(segments) or '-'} | "
+            print(f"| {run} | {what} | {segments_of(log)} | "
                   f"{wer(ref, read_kv(hyp).get(name, ''))} | {wall:.1f} | {rss:.0f} |",
                   flush=True)
 

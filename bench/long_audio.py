@@ -22,7 +22,8 @@ Runs (``--runs``, comma-separated):
 
 Each run is one ``wenet/bin/transcribe.py`` child process (``--max_segment_s``,
 ``--mode``, ``--batch_size`` passed on), timed by wall clock; its peak memory is the
-child's own ``ru_maxrss`` (``os.wait4``). Scores: ``tools/compute-wer.py``. Prints one
+child's own ``ru_maxrss`` (``os.wait4`` in a small launcher process: see
+``timed_child``). Scores: ``tools/compute-wer.py``. Prints one
 row per run; quote the CPU (printed) and the machine's load with the figures.
 """
 from __future__ import annotations
@@ -63,18 +64,23 @@ def read_scp(data_dir: str) -> Dict[str, str]:
         return dict(scp_line(line) for line in f if line.strip())
 
 
-def write_joined(data_dir: str, work_dir: str, gap_s: Tuple[float, float], seed: int
-                 ) -> Tuple[str, str, float]:
-    """``WORK/joined.wav`` (16-bit, the first file's rate) and ``WORK/joined.text``; its
-    path, the reference path and the duration."""
+def write_joined(data_dir: str, work_dir: str, gap_s: Tuple[float, float], seed: int,
+                 minutes: float = 0.0, name: str = "joined"
+                 ) -> Tuple[str, str, float, List[str]]:
+    """``WORK/<name>.wav`` (16-bit, the first file's rate): the utterances sorted by key,
+    with ``gap_s`` of silence between them; with ``minutes``, cycled from the first again
+    until it is that long. ``WORK/<name>.text`` its reference (key ``name``). Returns
+    the path, the reference path, the duration and the keys in order."""
     scp = read_scp(data_dir)
     text = read_kv(os.path.join(data_dir, "text"))
+    keys = sorted(scp)
     rng = np.random.default_rng(seed)
-    wav_path = os.path.join(work_dir, "joined.wav")
-    words, rate, total = [], None, 0
-    with_out = None
+    wav_path = os.path.join(work_dir, f"{name}.wav")
+    order: List[str] = []
+    rate, total, with_out = None, 0, None
     try:
-        for key in sorted(scp):
+        while rate is None or (total < minutes * 60 * rate if minutes else len(order) < len(keys)):
+            key = keys[len(order) % len(keys)]
             wav, r = load_audio(scp[key])
             if rate is None:
                 rate = r
@@ -86,14 +92,14 @@ def write_joined(data_dir: str, work_dir: str, gap_s: Tuple[float, float], seed:
             samples = np.concatenate([gap, to_mono(wav)[0].numpy()])
             with_out.write(samples)
             total += len(samples)
-            words.append(text.get(key, ""))
+            order.append(key)
     finally:
         if with_out is not None:
             with_out.close()
-    ref = os.path.join(work_dir, "joined.text")
+    ref = os.path.join(work_dir, f"{name}.text")
     with open(ref, "w", encoding="utf-8") as f:
-        f.write("joined " + " ".join(w for w in words if w) + "\n")
-    return wav_path, ref, total / rate
+        f.write(f"{name} " + " ".join(text[k] for k in order if text.get(k)) + "\n")
+    return wav_path, ref, total / rate, order
 
 
 def write_padded(data_dir: str, work_dir: str, pad_s: float) -> Tuple[str, float]:
@@ -140,16 +146,32 @@ def run_transcribe(args: argparse.Namespace, inputs: List[str], hyp: str, log: s
            "--model_dir", args.model_dir, "--mode", args.mode,
            "--batch_size", str(args.batch_size), "--max_segment_s", str(max_segment_s),
            "--output", hyp, *inputs]
+    return timed_child(cmd, log, "transcribe.py")
+
+
+# Runs the command given after it and writes its peak RSS (kB) to argv[1]. The child of a
+# large process would report that process's RSS as its own peak (Linux copies the
+# high-water mark across fork and exec); the child of this small launcher does not.
+_PEAK_LAUNCHER = ("import os, subprocess, sys; p = subprocess.Popen(sys.argv[2:]); "
+                  "_, status, usage = os.wait4(p.pid, 0); "
+                  "open(sys.argv[1], 'w').write(str(usage.ru_maxrss)); "
+                  "sys.exit(os.waitstatus_to_exitcode(status))")
+
+
+def timed_child(cmd: List[str], log: str, name: str) -> Tuple[float, float]:
+    """``cmd`` in a child process, its stderr to ``log``: (wall seconds, peak RSS in MB of
+    that child alone); RuntimeError naming ``name`` and the log when it fails."""
+    peak = log + ".peak_kb"
     start = time.perf_counter()
     with open(log, "w", encoding="utf-8") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err,
-                                env={**os.environ, "PYTHONPATH": REPO})
-        _, status, usage = os.wait4(proc.pid, 0)
+        code = subprocess.call([sys.executable, "-c", _PEAK_LAUNCHER, peak, *cmd],
+                               stdout=subprocess.DEVNULL, stderr=err,
+                               env={**os.environ, "PYTHONPATH": REPO})
     wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"transcribe.py failed (exit {os.waitstatus_to_exitcode(status)}), "
-                           f"see {log}")
-    return wall, usage.ru_maxrss / 1024.0  # kB on Linux
+    if code != 0:
+        raise RuntimeError(f"{name} failed (exit {code}), see {log}")
+    with open(peak, encoding="utf-8") as f:
+        return wall, int(f.read()) / 1024.0  # kB on Linux
 
 
 def score(ref: str, hyp: str) -> str:
@@ -162,7 +184,7 @@ def score(ref: str, hyp: str) -> str:
 
 
 def segments_of(log: str) -> str:
-    """The segment counts transcribe.py logged (``long_audio.joined``), or -."""
+    """The segment counts transcribe.py (``long_audio.joined``) or the runtime logged, or -."""
     with open(log, encoding="utf-8") as f:
         counts = re.findall(r"recording \S+: (\d+) segments", f.read())
     return "+".join(counts) if counts else "-"

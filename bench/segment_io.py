@@ -37,7 +37,8 @@ from bench.transcribe import cpu_name  # noqa: E402
 from wenet.dataset.audio import cut_audio, decode_audio, load_audio, read_audio_bytes  # noqa: E402
 from wenet.dataset.sources import raw_samples  # noqa: E402
 from wenet.dataset.stats import PipelineStats  # noqa: E402
-from wenet.inference.long_audio import SegmentConf, SegmentedItems  # noqa: E402
+from wenet.inference.long_audio import SegmentedItems  # noqa: E402
+from wenet.inference.segments import SegmentConf  # noqa: E402
 
 RATE = 16000
 

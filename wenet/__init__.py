@@ -21,8 +21,9 @@ def load_model(model_dir: str, device: str = "cpu", checkpoint: Optional[str] = 
     ``recognizer_options``: ``options`` (``DecodeOptions``: the searches and the encoder's
     chunking), ``batch_size``, ``context_score`` (hotwords given per call),
     ``max_segment_s`` (longer audio is cut at pauses; 0: never), ``refine`` (word times: a
-    ``wenet.alignment.pauses.RefineConf``, the default; None: the alignment frames' times)
-    and ``min_word_s`` (0.05)."""
+    ``wenet.alignment.pauses.RefineConf``, the default; None: the alignment frames' times),
+    ``min_word_s`` (0.05) and ``allow_pipes`` (False: a ``cmd |`` input, which would run a
+    shell command, is refused)."""
     from wenet.inference.loader import load_model_dir
     from wenet.inference.recognizer import Recognizer
     return Recognizer(load_model_dir(model_dir, device, checkpoint), **recognizer_options)

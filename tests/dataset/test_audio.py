@@ -70,3 +70,35 @@ def test_bad_files_keep_their_errors(tmp_path):
     (tmp_path / "s.sph").write_bytes(head[:1024] + data[1024:])
     with pytest.raises(AudioError, match="shorten-compressed.*install sph2pipe"):
         load_audio(str(tmp_path / "s.sph"), 0.05, 0.1)
+
+
+def _pcm16_wav(path: Path, seconds: float, rate: int = 16000) -> bytes:
+    rng = np.random.default_rng(3)
+    sf.write(path, (0.1 * rng.standard_normal(int(seconds * rate))).astype(np.float32), rate,
+             subtype="PCM_16")
+    return path.read_bytes()
+
+
+def test_a_truncated_wav_is_refused_naming_the_file_and_the_lengths(tmp_path):
+    """A WAV whose header promises more samples than it holds (a copy cut short) is
+    refused, by every reader: whole, a segment of it, in blocks (issue 57.14)."""
+    from wenet.dataset.audio_bytes import decode_samples
+    from wenet.inference.segments import file_blocks
+    data = _pcm16_wav(tmp_path / "full.wav", 1.0)
+    cut = tmp_path / "cut.wav"
+    cut.write_bytes(data[:44 + 2 * 6000 + 1])  # 6000 whole frames and a stray byte
+    why = (f"{cut}: truncated WAV: the header promises 1.000 s (32000 bytes of samples), "
+           "the file holds 0.375 s (12001 bytes)")
+    for read in (lambda: decode_samples(cut.read_bytes(), str(cut)),
+                 lambda: load_audio(str(cut)), lambda: load_audio(str(cut), 0.1, 0.2),
+                 lambda: file_blocks(str(cut), 0.25)):
+        with pytest.raises(AudioError) as e:
+            read()
+        assert str(e.value).startswith(why)
+    # a whole file, and a streamed header that gives no length (written to a pipe:
+    # 0xFFFFFFFF, or sox's size near 2 GiB, in RIFF and data sizes), decode as before
+    assert decode_samples(data)[0].shape == (1, 16000)
+    for size in (0xFFFFFFFF, 0x7FFFF000):
+        placeholder = size.to_bytes(4, "little")
+        streamed = data[:4] + placeholder + data[8:40] + placeholder + data[44:]
+        np.testing.assert_array_equal(decode_samples(streamed)[0], decode_samples(data)[0])

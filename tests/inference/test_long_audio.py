@@ -14,8 +14,8 @@ from tests.tiny_experiment import tiny_config, write_experiment
 from wenet.alignment.align import WordSpan
 from wenet.alignment.pauses import energy_db
 from wenet.dataset.audio import load_audio, to_mono
-from wenet.inference.long_audio import (Placed, SegmentConf, SegmentedItems, file_blocks,
-                                        join_results, plan_segment, split_stream)
+from wenet.inference.long_audio import Placed, SegmentedItems, join_results
+from wenet.inference.segments import SegmentConf, file_blocks, plan_segment, split_stream
 from wenet.inference.recognizer import Hypothesis, Result, TokenTime
 from wenet.inference.vad import VadConf
 

@@ -29,7 +29,7 @@ def test_flags_and_defaults_are_transcribes():
     shared = {"beam_size", "ctc_weight", "reverse_weight", "transducer_weight",
               "blank_skip_threshold", "max_sym_per_frame", "context_list_path",
               "context_score", "lm_path", "lm_weight", "word_bonus", "lm_open_vocab",
-              "batch_size", "output", "keep_going", "audio"}
+              "batch_size", "output", "keep_going", "audio", "max_segment_s"}
     assert {k: ours[k] for k in shared} == {k: ref[k] for k in shared}
 
 

@@ -86,3 +86,16 @@ def test_dead_writers_temp_files_lists_only_dead_writers_with_the_prefix(tmp_pat
     assert dead_writers_temp_files(str(tmp_path)) == [
         str(tmp_path / f"other.tar.tmp.{dead}"), str(tmp_path / f"shards_000.tar.tmp.{dead}")]
     assert dead_writers_temp_files(str(tmp_path / "missing")) == []
+
+
+@pytest.mark.parametrize("text,error", [
+    ("<blank> 0\na 1\nb 1\nc 3\n", "units.txt:3: id 1 is given twice (token 'b', and 'a' on line 2)"),
+    ("<blank> 0\na 1\nb 2\na 3\n", "units.txt:4: duplicate token 'a'"),
+])
+def test_units_with_a_duplicate_id_or_token_are_refused_by_file_and_line(tmp_path, text, error):
+    """Two tokens with one id would decode that id as either of them (issue 57.6)."""
+    path = tmp_path / "units.txt"
+    path.write_text(text)
+    with pytest.raises(ValueError) as e:
+        read_symbol_table(str(path))
+    assert str(e.value) == f"{tmp_path}/{error}"

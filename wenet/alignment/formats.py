@@ -13,6 +13,7 @@ Each writer returns the text (so callers can write it atomically with
 """
 from __future__ import annotations
 
+import os
 from typing import List, Mapping, Sequence, Tuple
 
 from wenet.alignment.align import WordSpan
@@ -24,6 +25,15 @@ def ctm_lines(key: str, words: Sequence[WordSpan], channel: str = "1") -> List[s
     """CTM lines (no newline) for the words of one utterance."""
     return [f"{key} {channel} {w.start_s:.2f} {max(0.0, w.end_s - w.start_s):.2f} "
             f"{w.word} {w.confidence:.2f}" for w in words]
+
+
+def key_file(directory: str, key: str, suffix: str) -> str:
+    """``directory/<key><suffix>``; ValueError when the key would not name a file inside
+    ``directory`` (a ``/``, ``..``, an empty key): wav.scp keys are any text but spaces."""
+    if not key or key in (".", "..") or "/" in key or os.sep in key or "\0" in key:
+        raise ValueError(f"the key '{key}' cannot name a file in {directory} (no '/', '..' "
+                         "or empty keys: rename it in the wav.scp)")
+    return os.path.join(directory, key + suffix)
 
 
 def srt_timestamp(seconds: float) -> str:

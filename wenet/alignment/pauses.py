@@ -42,12 +42,13 @@ above the floor (``pause_runs``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from wenet.alignment.align import WordSpan
+if TYPE_CHECKING:  # align needs torch; the VAD built on this module does not
+    from wenet.alignment.align import WordSpan
 
 
 @dataclass
@@ -257,6 +258,6 @@ def refine_word_spans(words: Sequence[WordSpan], samples: np.ndarray, rate: int,
     for w, start, end in zip(words, starts, ends):
         start = max(start, prev_end)
         end = max(end, start + conf.hop_s)
-        out.append(WordSpan(w.word, start, end, w.confidence))
+        out.append(replace(w, start_s=start, end_s=end))
         prev_end = end
     return out

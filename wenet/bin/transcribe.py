@@ -23,6 +23,12 @@ than ``--min_word_duration``. Files longer than ``--max_segment_s`` (20 s) are c
 pauses and read in blocks, so memory does not grow with the file
 (``wenet/inference/long_audio.py``); with ``--nbest`` > 1 such a file has its 1-best only.
 
+Keys: a wav.scp's, or a file's name without extension with its spaces replaced by ``_``
+(logged); two inputs with one key, or with ``--srt`` a key that names no file in DIR
+(``../x``, ``a/b``), are refused before decoding. A wav.scp's Kaldi pipes (``key cmd |``)
+run, as in Kaldi: the wav.scp is yours (the Python API and the ONNX runtime ask for
+``allow_pipes``).
+
 An input that gives no result (a missing, empty or non-audio file, a clip shorter than
 the model's minimum) is logged with its file and the reason and skipped; the other
 inputs are decoded as if it were not there. Exit status: 0 when every input was
@@ -48,7 +54,7 @@ from wenet.decode import MODES
 from wenet.inference.loader import load_model_dir
 from wenet.decode.options import BATCH, add_search_options, search_options
 from wenet.inference.recognizer import Recognizer, Result
-from wenet.alignment.formats import ctm_lines, srt_text
+from wenet.alignment.formats import ctm_lines, key_file, srt_text
 from wenet.alignment.pauses import RefineConf
 from wenet.alignment.timing import MIN_WORD_S
 from wenet.utils.file_utils import atomic_open, atomic_write_text
@@ -105,7 +111,7 @@ def _results(args: argparse.Namespace, items: List[Tuple[str, str]],
     recognizer = Recognizer(loaded, options, args.batch_size, context_score=args.context_score,
                             max_segment_s=args.max_segment_s,
                             refine=RefineConf() if args.refine_boundaries else None,
-                            min_word_s=args.min_word_duration)
+                            min_word_s=args.min_word_duration, allow_pipes=True)
     with torch.no_grad():
         yield from recognizer.iter_results(items, args.mode, args.nbest,
                                            args.timestamps or bool(args.ctm or args.srt))
@@ -133,6 +139,12 @@ def transcribe(args: argparse.Namespace,
     items = audio_inputs(args.audio, suffixes=AUDIO_FORMATS)
     if not items:
         raise ValueError(f"no audio among the inputs: {' '.join(args.audio)}")
+    if args.srt:  # before decoding: a key that names no file in DIR is known now
+        for key, _ in items:
+            try:
+                key_file(args.srt, key, ".srt")
+            except ValueError as e:
+                raise ValueError(f"--srt: {e}") from None
     if args.output == "-":
         results = _emit(args, items, sys.stdout, failures)
     else:
@@ -144,7 +156,7 @@ def transcribe(args: argparse.Namespace,
     if args.srt:
         os.makedirs(args.srt, exist_ok=True)
         for r in results:
-            atomic_write_text(os.path.join(args.srt, f"{r.key}.srt"), srt_text(r.words or []))
+            atomic_write_text(key_file(args.srt, r.key, ".srt"), srt_text(r.words or []))
     if failures:
         logging.error("%d of %d inputs gave no result:\n%s", len(failures), len(items),
                       "\n".join(f"  {f}" for f in failures))

@@ -26,7 +26,7 @@ import torch
 import torchaudio
 
 from wenet.dataset.audio_bytes import (AudioError, decode_samples, libsndfile_reason, read_audio_bytes,
-                                       refuse_shorten)
+                                       refuse_shorten, refuse_truncated_file)
 
 # (member suffix, libsndfile container, subtype or None for any subtype). Lossy
 # formats are here so they are stored as they are, never decoded and re-encoded.
@@ -116,6 +116,7 @@ def _read_part(path: str, start: float, end: Optional[float]) -> Optional[Tuple[
             if f.format == "NIST":
                 with open(path, "rb") as head:
                     refuse_shorten(head.read(1024), path)
+            refuse_truncated_file(path)
             rate = int(f.samplerate)
             first = int(round(start * rate))
             last = f.frames if end is None or end < 0 else int(round(end * rate))

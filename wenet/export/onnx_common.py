@@ -6,6 +6,7 @@ Metadata values are strings (ONNX ``metadata_props``); a runtime reads them by k
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import warnings
@@ -104,8 +105,19 @@ def common_metadata(model: torch.nn.Module, configs: Mapping[str, Any]) -> Dict[
         "blank_id": int(model.blank_symbol()) if is_transducer(model) else 0,
         "sos_symbol": int(model.sos_symbol()),
         "eos_symbol": int(model.eos_symbol()),
+        "export_id": export_id(model),
     }
     return {k: str(v) for k, v in meta.items()}
+
+
+def export_id(model: torch.nn.Module) -> str:
+    """A hash of the model's weights, the same in every file of one export, so that a
+    runtime can refuse files of two exports mixed in one directory."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+        digest.update(tensor.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 def metadata_value(value: Any) -> str:

@@ -23,6 +23,15 @@ is refused before the model sees it, so it never changes the other inputs' batch
 ``iter_results`` (the streaming form, used by transcribe.py) raises nothing for bad
 inputs: it logs them by key and file, skips them and keeps them in ``last_failures``.
 
+Inputs, one rule for keys: a path's key is its file name without extension, spaces
+replaced by ``_`` (``wenet.runtime.audio.path_key``); ``keys=`` names them otherwise
+(no whitespace). Two inputs with one key are refused before anything is decoded (give
+``keys=``), and results come in input order. A wav.scp value that is a Kaldi pipe
+(``cmd |``, a shell command) is refused unless the Recognizer has ``allow_pipes=True``
+(``wenet.load_model(..., allow_pipes=True)``): audio names may come from other people,
+and a pipe runs what it says. transcribe.py allows them in the wav.scp it is given, as
+Kaldi does.
+
 Audio longer than ``max_segment_s`` (20 s by default; 0: never) is cut at pauses into
 segments decoded as utterances of their own and joined back into one result, times
 counted from the start of the recording (``wenet/inference/long_audio.py``).
@@ -38,6 +47,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 import numpy as np
 import torch
 
+from wenet.dataset.audio_bytes import is_pipe, refuse_pipes
 from wenet.dataset.stats import InputFailure, RecordingStats
 from wenet.alignment.align import AlignmentError, WordSpan
 from wenet.alignment.pauses import RefineConf
@@ -46,11 +56,14 @@ from wenet.decode.options import DecodeOptions
 from wenet.decode.context_graph import ContextGraph
 from wenet.inference.features import feature_batches
 from wenet.inference.loader import LoadedModel, min_input_frames
-from wenet.inference.long_audio import SegmentConf, SegmentedItems, joined
+from wenet.inference.long_audio import SegmentedItems, joined
+from wenet.inference.segments import SegmentConf
 from wenet.decode.nbest import decode_nbest
+from wenet.runtime.audio import path_key, unique_keys
 
 Audio = Union[str, Sequence[str], np.ndarray, torch.Tensor]
 
+PIPES_HINT = "allow_pipes=True (wenet.load_model(..., allow_pipes=True))"
 SECONDS_DECIMALS = 3   # JSON output: times in ms
 SCORE_DECIMALS = 4     # JSON output: scores and confidences
 
@@ -150,10 +163,16 @@ def audio_items(audio: Audio, sample_rate: Optional[int] = None,
         return [((keys or ["audio"])[0], (_tensor_audio(audio), int(sample_rate)))]
     specs = [audio] if isinstance(audio, str) else list(audio)
     if keys is None:
-        keys = [os.path.splitext(os.path.basename(s.rstrip("|").strip()))[0] for s in specs]
+        keys = [path_key(s.rstrip("|").strip()) for s in specs]
     if len(keys) != len(specs):
         raise ValueError(f"{len(keys)} keys for {len(specs)} audio inputs")
-    return list(zip(keys, specs))
+    for key in keys:
+        if key != "_".join(key.split()) or not key:
+            raise ValueError(f"key '{key}' has whitespace or is empty: results are written "
+                             "as 'key text' and CTM lines, whose fields are separated by spaces")
+    items = list(zip(keys, specs))
+    unique_keys(items, "give keys=[...] to tell them apart")
+    return items
 
 
 def context_graph_of(phrases: Sequence[str], tokenizer: Any, score: float) -> ContextGraph:
@@ -176,6 +195,7 @@ class Recognizer:
     context_score: float = 3.0       # hotwords given per call (context_list)
     last_stats: Optional[RecordingStats] = None
     last_failures: List[InputFailure] = field(default_factory=list)  # of the last call
+    allow_pipes: bool = False        # run wav.scp values 'cmd |' (shell commands) given as audio
     max_segment_s: float = 20.0      # longer audio is cut at pauses (long_audio.py); 0: never
     # word times: pause-steered (None: the frames' times), words at least min_word_s long
     refine: Optional[RefineConf] = field(default_factory=RefineConf)
@@ -189,6 +209,8 @@ class Recognizer:
         FileNotFoundError for missing files, :class:`AudioInputError` for inputs that
         give no result (module docstring)."""
         items = audio_items(audio, sample_rate, keys)
+        if not self.allow_pipes:
+            refuse_pipes(items, PIPES_HINT)
         missing = [spec for _, spec in items if isinstance(spec, str) and _missing_file(spec)]
         if missing:
             raise FileNotFoundError(f"no such audio file: {', '.join(missing)}")
@@ -212,10 +234,17 @@ class Recognizer:
         self.last_failures = stats.failures
         order: Dict[str, int] = {}
 
+        def checked(items: Iterable[Tuple[str, Any]]) -> Iterator[Tuple[str, Any]]:
+            for key, audio in items:
+                if not self.allow_pipes:
+                    refuse_pipes([(key, audio)], PIPES_HINT)
+                yield key, audio
+
         def numbered() -> Iterator[Tuple[str, Any]]:
             for key, audio in items:
                 order.setdefault(key, len(order))
                 yield key, audio
+        items = checked(items)
         segmented = None
         if self.max_segment_s > 0:
             segmented = items = SegmentedItems(items, self.segment_conf())
@@ -234,9 +263,7 @@ class Recognizer:
     def segment_conf(self) -> SegmentConf:
         """How audio longer than ``max_segment_s`` is cut: ``SegmentConf``'s defaults, with
         the shortest segment and the kept silence scaled down for a small ``max_segment_s``."""
-        min_s = min(SegmentConf.min_segment_s, self.max_segment_s / 4)
-        return SegmentConf(max_segment_s=self.max_segment_s, min_segment_s=min_s,
-                           pad_s=min(SegmentConf.pad_s, min_s / 2))
+        return SegmentConf.for_max_segment(self.max_segment_s)
 
     @torch.no_grad()
     def decode_batch(self, batch: dict, mode: str, nbest: int, timestamps: bool,
@@ -297,7 +324,7 @@ class Recognizer:
 
 def _missing_file(spec: str) -> bool:
     """Whether a wav.scp value names a file that does not exist (a ``cmd |`` never does)."""
-    return not spec.rstrip().endswith("|") and not os.path.exists(spec.strip())
+    return not is_pipe(spec) and not os.path.exists(spec.strip())
 
 
 def _has_ctc_head(model: Any) -> bool:

@@ -11,8 +11,11 @@ lists, ``-`` for a list on stdin; ``key text`` lines in input order. The mode de
 attention_rescoring for CTC/attention models and rnnt_beam_search for transducers; the
 search options keep transcribe.py's names and defaults. Audio must be at the model's
 sample rate (this runtime does not resample); an input that gives no result (unreadable,
-another sample rate, shorter than the model's minimum) is logged with its key, file and
-reason and left out, the other inputs are decoded as if it were not there.
+another sample rate, shorter than the model's minimum, a WAV cut short, one whose decoding
+fails) is logged with its key, file and reason and left out, the other inputs are decoded
+as if it were not there. Audio longer than ``--max_segment_s`` is cut at pauses as
+transcribe.py cuts it, so memory does not grow with the file. Kaldi pipes (``key cmd |``
+in a wav.scp) run only with ``--allow_pipes`` (``wenet/runtime/transcribe.py``).
 """
 from __future__ import annotations
 
@@ -28,7 +31,8 @@ from wenet.decode.context_graph import ContextGraph
 from wenet.decode.ctc_lm import LMFusion
 from wenet.runtime.audio import audio_inputs
 from wenet.runtime.recognizer import (MODES, UNSUPPORTED, OnnxRecognizer, SearchOptions,
-                                      model_options, model_tokenizer, transcribe)
+                                      model_options, model_tokenizer)
+from wenet.runtime.transcribe import MAX_SEGMENT_S, transcribe
 from wenet.runtime.session import OnnxModel
 from wenet.utils.file_utils import atomic_open
 
@@ -53,6 +57,13 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--num_threads", type=int, default=1, help="threads per onnxruntime session")
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--output", default="-", help="output file; - for stdout")
+    p.add_argument("--max_segment_s", type=float, default=MAX_SEGMENT_S,
+                   help="audio longer than this is cut at pauses (a VAD's utterances) into "
+                        "segments of at most this many seconds, decoded apart and joined, "
+                        "as transcribe.py cuts it; 0: decode every file whole")
+    p.add_argument("--allow_pipes", action="store_true",
+                   help="run wav.scp values of the form 'cmd |' (Kaldi pipes: shell "
+                        "commands); without it they are refused before decoding")
     p.add_argument("--keep_going", action="store_true",
                    help="exit 0 when some inputs failed but at least one was transcribed")
     g = p.add_argument_group("search options (transcribe.py's)")
@@ -104,7 +115,8 @@ def run(args: argparse.Namespace) -> Tuple[int, int]:
     done = 0
     sink = contextlib.nullcontext(sys.stdout) if args.output == "-" else atomic_open(args.output)
     with sink as out:
-        for key, text in transcribe(recognizer, items, mode, args.batch_size, failures):
+        for key, text in transcribe(recognizer, items, mode, args.batch_size, failures,
+                                    args.max_segment_s, args.allow_pipes):
             out.write(f"{key} {text}".rstrip() + "\n")
             out.flush()
             done += 1

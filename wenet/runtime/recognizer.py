@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -33,7 +33,6 @@ from wenet.decode.context_graph import ContextGraph
 from wenet.decode.ctc_lm import LMFusion
 from wenet.decode.hyps import NBest, best_hyps
 from wenet.runtime import ctc_search, transducer_search
-from wenet.runtime.audio import InputError, features
 from wenet.runtime.rescoring import attention_rescoring
 from wenet.runtime.session import OnnxModel
 
@@ -180,25 +179,3 @@ def model_options(**kwargs: Any) -> SearchOptions:
     if kwargs.get("blank_skip_threshold") is not None and kwargs["blank_skip_threshold"] <= 0:
         kwargs["blank_skip_threshold"] = None
     return SearchOptions(**kwargs)
-
-
-def transcribe(recognizer: OnnxRecognizer, items: Sequence[Tuple[str, str]], mode: str,
-               batch_size: int, failures: List[Tuple[str, str, str]]
-               ) -> Iterator[Tuple[str, str]]:
-    """``(key, text)`` of ``(key, audio)`` inputs in input order, ``batch_size`` at a time
-    (one padded encoder batch each). An input that gives no features is logged by key,
-    file and reason, added to ``failures`` and left out; the others' batches go on."""
-    recognizer.check_mode(mode)
-    model = recognizer.model
-    for start in range(0, len(items), batch_size):
-        keys, feats = [], []
-        for key, spec in items[start:start + batch_size]:
-            try:
-                feats.append(features(spec, model.info.features, model.info.min_input_frames))
-                keys.append(key)
-            except InputError as e:
-                logger.warning("utterance %s (%s): %s; not decoded", key, spec, e)
-                failures.append((key, spec, str(e)))
-        if feats:
-            for key, ids in zip(keys, recognizer.decode(feats, mode)):
-                yield key, recognizer.text(ids)

@@ -22,6 +22,10 @@ logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = "1"
 _DTYPES = {"float32": np.float32, "int64": np.int64}
+# metadata keys every file of one export shares (docs/onnx_format.md); export_id (a hash
+# of the weights) is absent from exports made before it was added
+ONE_EXPORT_KEYS = ("wenet_onnx_version", "model_type", "vocab_size", "blank_id", "sos_symbol",
+                   "eos_symbol", "export_id")
 
 
 def _ints(text: str) -> List[int]:
@@ -143,9 +147,27 @@ class OnnxModel:
         self.joiner = self._load("joiner", required=transducer)
         self.encoder_chunk = self._load("encoder_chunk", required=True) if streaming else None
         self.chunks = ChunkGraph.of(self.encoder_chunk, info) if streaming else None
+        self._check_one_export()
         logger.info("ONNX model %s (%s%s, %s threads): %s", onnx_dir, info.model_type,
                     ", int8" if int8 else "", num_threads,
                     ", ".join(n for n in ("ctc", "decoder", "joiner") if getattr(self, n)))
+
+    def _check_one_export(self) -> None:
+        """ValueError naming the files when a graph's metadata says it belongs to another
+        model than ``encoder.onnx`` (another vocabulary, blank, or export: a file copied
+        in from another directory)."""
+        ref = self.encoder.get_modelmeta().custom_metadata_map
+        for name in ("encoder_chunk", "ctc", "decoder", "encoder_proj", "predictor", "joiner"):
+            session = getattr(self, name)
+            if session is None:
+                continue
+            meta = session.get_modelmeta().custom_metadata_map
+            differ = [f"{k} {meta.get(k)} where it has {ref.get(k)}" for k in ONE_EXPORT_KEYS
+                      if meta.get(k) != ref.get(k)]
+            if differ:
+                raise ValueError(f"{self.path_of(name)} is not of the export of "
+                                 f"{self.path_of('encoder')}: {'; '.join(differ)}; the files "
+                                 "of a directory must come from one export_onnx.py run")
 
     def path_of(self, name: str) -> str:
         """The file of graph ``name`` (``encoder``...) in the precision asked for."""

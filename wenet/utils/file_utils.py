@@ -86,17 +86,23 @@ def read_segments(path: str) -> Dict[str, Tuple[str, float, float]]:
 
 
 def read_symbol_table(path: str) -> Dict[str, int]:
-    """``units.txt`` (``token id`` per line) → {token: id}."""
+    """``units.txt`` (``token id`` per line) → {token: id}; a token or an id given twice
+    is an error naming the file and line (an id of two tokens would decode as either)."""
     table: Dict[str, int] = {}
+    owner: Dict[int, Tuple[str, int]] = {}  # id -> (token, line)
     for lineno, line in text_lines(path):
         parts = line.split()
         if not parts:
             continue
         if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
             raise ValueError(f"{path}:{lineno}: expected 'token id', got {line.strip()!r}")
-        if parts[0] in table:
-            raise ValueError(f"{path}:{lineno}: duplicate token '{parts[0]}'")
-        table[parts[0]] = int(parts[1])
+        token, idx = parts[0], int(parts[1])
+        if token in table:
+            raise ValueError(f"{path}:{lineno}: duplicate token '{token}'")
+        if idx in owner:
+            raise ValueError(f"{path}:{lineno}: id {idx} is given twice (token '{token}', "
+                             f"and '{owner[idx][0]}' on line {owner[idx][1]})")
+        table[token], owner[idx] = idx, (token, lineno)
     return table
 
 

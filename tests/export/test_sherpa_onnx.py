@@ -327,3 +327,19 @@ def test_one_target_per_output_dir(tmp_path):
     (tmp_path / "sherpa-onnx.json").write_text("{}")
     with pytest.raises(ValueError, match="another target's export"):
         export_onnx.check_output_dir(str(tmp_path), "wenet")
+
+
+def test_int16_range_fbank_restores_the_int16_scale_and_places_floored_bins():
+    """Hand-computed: a bin above the floor gains 30 ln 2; a bin sherpa-onnx floored in a
+    frame with sound goes to ln 128 (= floor + 30 ln 2, the top of the range it lost); a
+    frame floored in every bin (digital silence) stays at our floor, as our fbank has it."""
+    from wenet.dataset.fbank import SILENCE_LOG_MEL
+    from wenet.export.sherpa_graphs import int16_range_fbank
+
+    floor = float(np.log(np.finfo(np.float32).eps))
+    assert SILENCE_LOG_MEL == pytest.approx(floor)
+    x = torch.tensor([[[-3.0, floor, 1.5], [floor, floor, floor]]])
+    gain = 30 * np.log(2.0)
+    expected = [[[-3.0 + gain, np.log(128.0), 1.5 + gain], [floor, floor, floor]]]
+    assert torch.allclose(int16_range_fbank(x), torch.tensor(expected, dtype=torch.float32),
+                          atol=1e-5)

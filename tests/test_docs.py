@@ -229,3 +229,14 @@ def test_the_command_check_finds_what_is_wrong():
         "p.md: wenet/bin/transcribe.py --no_such_flag",
         "p.md: run.sh --nope",
         "p.md: wenet/bin/train.py --bogus"])
+
+
+def test_every_test_the_reliability_matrix_names_exists():
+    """docs/reliability.md names a test per case: each path::name is a file of tests/
+    defining that test function, so the matrix cannot point at a renamed or lost test."""
+    refs = re.findall(r"(tests/[\w/]+\.py)::(\w+)", _read("docs/reliability.md"))
+    assert len(refs) > 40
+    missing = [f"{path}::{name}" for path, name in refs
+               if not os.path.exists(os.path.join(REPO, path))
+               or not re.search(rf"^(?:async )?def {name}\(", _read(path), flags=re.M)]
+    assert missing == []

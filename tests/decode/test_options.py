@@ -33,6 +33,7 @@ CLIS = {
     "bench/serve_load": (serve_load.get_parser, {"decoding_chunk_size"}),
 }
 STREAMING_CLIS = {"serve", "bench/serve_load"}  # a stream needs a chunk size > 0
+ENCODER_FLAGS = ("decoding_chunk_size", "num_decoding_left_chunks")  # the chunking flags
 
 
 def _reference(refine: bool = False) -> argparse.ArgumentParser:
@@ -63,9 +64,14 @@ def test_every_cli_offers_the_one_definition_of_its_search_flags(cli):
     assert set(ours) == expected
     for dest, action in ours.items():
         want = _described(reference[dest])
-        if cli in STREAMING_CLIS and dest == "decoding_chunk_size":
-            assert action.default == STREAM_CHUNK_SIZE == 16  # serve.py's default, unchanged
-            want = want[:-1] + (STREAM_CHUNK_SIZE,)
+        if cli in STREAMING_CLIS and dest in ENCODER_FLAGS:
+            # not given (None): an ONNX export's own chunking, else STREAM_CHUNK_SIZE (16) and
+            # all left chunks, so that a value given explicitly can be checked against an export
+            assert action.default is None and STREAM_CHUNK_SIZE == 16
+            assert action.help == want[4] + (
+                f" (default: an ONNX export's own; else {STREAM_CHUNK_SIZE})"
+                if dest == "decoding_chunk_size" else " (default: an ONNX export's own; else -1)")
+            want = want[:4] + (action.help,) + want[5:-1] + (None,)
         assert _described(action) == want, (cli, dest)
 
 
@@ -75,7 +81,7 @@ def test_shared_flags_have_one_default_everywhere():
     defaults = {}
     for cli, (get_parser, _) in CLIS.items():
         for dest, action in _flags_of(get_parser(), _reference()).items():
-            if not (cli in STREAMING_CLIS and dest == "decoding_chunk_size"):
+            if not (cli in STREAMING_CLIS and dest in ENCODER_FLAGS):
                 defaults.setdefault(dest, set()).add(action.default)
     assert all(len(values) == 1 for values in defaults.values()), defaults
     assert defaults["ctc_weight"] == {0.5} and defaults["context_score"] == {3.0}

@@ -119,6 +119,7 @@ class _WriteRecorder:
 
     def __init__(self, f: Any) -> None:
         self.f = f
+        self.name = getattr(f, "name", None)  # what a file object says it is
         self.error: Optional[OSError] = None
 
     def write(self, data: Any) -> int:
@@ -130,6 +131,9 @@ class _WriteRecorder:
 
     def flush(self) -> None:
         self.f.flush()
+
+    def truncate(self, size: Optional[int] = None) -> int:
+        return self.f.truncate(size)
 
 
 class CheckpointWriteError(OSError):
